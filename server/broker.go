@@ -1,0 +1,25 @@
+// Package server is kbroker's Kafka protocol edge: listeners, connections,
+// one file per API handler, the metadata cache, and the Broker that
+// assembles the replica layer, the controller and the group coordinator.
+package server
+
+import (
+	"log/slog"
+
+	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/coordinator"
+)
+
+// Broker is one kbroker process.
+type Broker struct {
+	cfg    config.Config
+	logger *slog.Logger
+	groups *coordinator.Coordinator
+}
+
+// requestContext is what a handler knows about the request besides its body.
+type requestContext struct {
+	clientID      string
+	correlationID int32
+	version       int16
+}

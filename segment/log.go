@@ -1,58 +1,462 @@
+// Package segment keeps the bytes of one partition directory on disk, in
+// Kafka's layout: segments named by their 20-digit base offset, each a .log
+// of v2 record batches stored byte for byte, a memory-mapped .index (batch
+// last offset -> position of the batch start) and a memory-mapped
+// .timeindex (max timestamp so far -> offset), plus checkpoint files for
+// the leader epoch cache, the log start offset and the recovery point.
+//
+// A Log appends, reads, rolls, applies retention, truncates (both ends) and
+// recovers after a crash. It knows nothing of high watermarks, ISR or acks.
 package segment
-
-// STUB: the segment helper replaces this file with the real implementation.
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/kbroker/kbroker/recordbatch"
 )
 
-var ErrOffsetOutOfRange = errors.New("offset out of range")
+var (
+	// ErrOffsetOutOfRange is returned (wrapped) by Read when the offset is
+	// below the log start offset or above the log end offset.
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrUnexpectedOffset is returned (wrapped) by Append when a batch's
+	// base offset is not the log end offset.
+	ErrUnexpectedOffset = errors.New("batch base offset is not the log end offset")
+	// ErrClosed is returned (wrapped) by operations on a closed Log.
+	ErrClosed = errors.New("log closed")
+)
 
+// Defaults used for zero or invalid Config values.
+const (
+	DefaultSegmentBytes  = 1 << 30
+	DefaultMaxIndexBytes = 10 << 20
+	minIndexBytes        = 4 * timeIndexEntrySize
+)
+
+// Config holds the topic-level log settings (Kafka's names in comments).
+// Note that RetentionTime 0 means "delete as soon as possible"; use a
+// negative value to keep data forever.
 type Config struct {
-	SegmentBytes       int64
-	RollAfter          time.Duration
-	RetentionTime      time.Duration
-	RetentionBytes     int64
-	IndexIntervalBytes int32
-	MaxIndexBytes      int32
-	FlushMessages      int64
-	FlushInterval      time.Duration
+	SegmentBytes       int64         // log.segment.bytes: roll when the active segment would exceed this
+	RollAfter          time.Duration // log.roll.ms: roll when the new batch's max timestamp is this much newer than the segment's first batch's (or, without timestamps, the segment is this old); 0 = never
+	RetentionTime      time.Duration // log.retention.ms; <0 = keep forever
+	RetentionBytes     int64         // log.retention.bytes; <0 = unlimited
+	IndexIntervalBytes int32         // log.index.interval.bytes (4096)
+	MaxIndexBytes      int32         // log.index.size.max.bytes (10 MiB): index files are preallocated to this and trimmed on roll/close
+	FlushMessages      int64         // fsync after this many messages since last flush; <=0 or math.MaxInt64 = leave to OS
+	FlushInterval      time.Duration // fsync if this long since last flush (checked on append); 0 = never by time
 }
 
-type Log struct{}
+func (c Config) normalized() Config {
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.IndexIntervalBytes < 0 {
+		c.IndexIntervalBytes = 0
+	}
+	if c.MaxIndexBytes <= 0 {
+		c.MaxIndexBytes = DefaultMaxIndexBytes
+	}
+	c.MaxIndexBytes = max(c.MaxIndexBytes, minIndexBytes)
+	return c
+}
 
-func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log, error) {
-	panic("unimplemented")
+// Log is the set of segments of one partition directory.
+//
+// Lock order: Log.mu only; no other lock is taken while holding it. Writers
+// (Append, roll, truncation, retention, Close) hold mu exclusively; Read,
+// OffsetForTimestamp, ScanHeaders and the accessors hold it shared, so reads
+// copy bytes with pread concurrently with each other but not with appends.
+// fsync after a roll runs in a goroutine without mu.
+type Log struct {
+	dir    string
+	logger *slog.Logger
+	now    func() time.Time // the clock; tests may replace it right after Open
+
+	// flushers counts roll-time flush goroutines; Close waits for them
+	// without holding mu.
+	flushers sync.WaitGroup
+
+	// mu guards every field below, the segments' state and their files.
+	mu            sync.RWMutex
+	cfg           Config
+	segments      []*segment // by base offset; never empty while open; the last is active
+	startOffset   int64      // log start offset; segments[0].base <= startOffset <= end offset
+	epochs        epochCache
+	recoveryPoint int64     // offsets below it are fsynced
+	persistedRP   int64     // recovery point last written to its checkpoint (-1 none)
+	unflushed     int64     // messages appended since the last flush
+	lastFlush     time.Time // time of the last flush
+	truncations   uint64    // bumped by every truncation, so stale flushers do not advance recoveryPoint
+	closed        bool
 }
-func (l *Log) Dir() string                                     { panic("unimplemented") }
-func (l *Log) SetConfig(cfg Config)                            { panic("unimplemented") }
-func (l *Log) Append(batch []byte, h recordbatch.Header) error { panic("unimplemented") }
-func (l *Log) StartOffset() int64                              { panic("unimplemented") }
-func (l *Log) EndOffset() int64                                { panic("unimplemented") }
-func (l *Log) Size() int64                                     { panic("unimplemented") }
-func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, error) {
-	panic("unimplemented")
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// SetConfig changes the settings; they apply from the next append, roll,
+// or retention run. A new MaxIndexBytes applies to segments created later.
+func (l *Log) SetConfig(cfg Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg = cfg.normalized()
 }
-func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bool) {
-	panic("unimplemented")
+
+// StartOffset is the log start offset.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.startOffset
 }
-func (l *Log) MaxTimestamp() (timestamp int64, offset int64)             { panic("unimplemented") }
-func (l *Log) TruncateTo(offset int64) error                             { panic("unimplemented") }
-func (l *Log) TruncateFullyAndStartAt(offset int64) error                { panic("unimplemented") }
-func (l *Log) SetStartOffset(offset int64) error                         { panic("unimplemented") }
-func (l *Log) DeleteOldSegments(now time.Time, limit int64) (int, error) { panic("unimplemented") }
-func (l *Log) Flush() error                                              { panic("unimplemented") }
-func (l *Log) Close() error                                              { panic("unimplemented") }
-func (l *Log) Delete() error                                             { panic("unimplemented") }
-func (l *Log) ScanHeaders(from int64, fn func(h recordbatch.Header) bool) error {
-	panic("unimplemented")
+
+// EndOffset is the log end offset (LEO), the next offset to be written.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.endOffsetLocked()
 }
-func (l *Log) AssignEpoch(epoch int32, startOffset int64) error { panic("unimplemented") }
-func (l *Log) LatestEpoch() (int32, bool)                       { panic("unimplemented") }
+
+func (l *Log) endOffsetLocked() int64 { return l.activeLocked().next }
+
+func (l *Log) activeLocked() *segment { return l.segments[len(l.segments)-1] }
+
+// Size is the total size in bytes of all segments' .log files.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.sizeLocked()
+}
+
+func (l *Log) sizeLocked() int64 {
+	var n int64
+	for _, s := range l.segments {
+		n += s.size
+	}
+	return n
+}
+
+// NumSegments is the number of segments (for tests and metrics).
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segments)
+}
+
+func (l *Log) errorf(format string, args ...any) error {
+	return fmt.Errorf("segment %s: "+format, append([]any{l.dir}, args...)...)
+}
+
+// Append writes one whole, already validated v2 batch whose base offset must
+// equal EndOffset(). It rolls first if needed, maintains the indexes, adds a
+// leader epoch entry when the batch carries a newer epoch, and fsyncs when
+// FlushMessages or FlushInterval say so.
+func (l *Log) Append(batch []byte, h recordbatch.Header) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return l.errorf("append: %w", ErrClosed)
+	}
+	if len(batch) != h.Size() {
+		return l.errorf("append: batch is %d bytes, header says %d", len(batch), h.Size())
+	}
+	if leo := l.endOffsetLocked(); h.BaseOffset != leo {
+		return l.errorf("append at offset %d, log end offset %d: %w", h.BaseOffset, leo, ErrUnexpectedOffset)
+	}
+	now := l.now()
+	if l.shouldRollLocked(h, now) {
+		if err := l.rollLocked(now); err != nil {
+			return err
+		}
+	}
+	if err := l.activeLocked().append(batch, h, l.cfg.IndexIntervalBytes); err != nil {
+		return l.errorf("append: %w", err)
+	}
+	if e := h.PartitionLeaderEpoch; e >= 0 {
+		if latest, ok := l.epochs.latest(); !ok || e > latest.Epoch {
+			// The batch is in the log already, so a failed checkpoint
+			// write does not fail the append: the cache in memory is
+			// right, the file is rewritten on the next change, and
+			// recovery re-derives the entry from the batch after a crash.
+			if err := l.assignEpochLocked(e, h.BaseOffset); err != nil {
+				l.logger.Warn("leader epoch cache update failed", "epoch", e, "offset", h.BaseOffset, "err", err)
+			}
+		}
+	}
+	l.unflushed += int64(h.RecordCount)
+	fm := l.cfg.FlushMessages
+	if (fm > 0 && fm != math.MaxInt64 && l.unflushed >= fm) ||
+		(l.cfg.FlushInterval > 0 && now.Sub(l.lastFlush) >= l.cfg.FlushInterval) {
+		return l.flushLocked(now)
+	}
+	return nil
+}
+
+// shouldRollLocked is Kafka's LogSegment.shouldRoll. An empty active
+// segment is never rolled (the new one would have the same base offset).
+func (l *Log) shouldRollLocked(h recordbatch.Header, now time.Time) bool {
+	s := l.activeLocked()
+	if s.size == 0 {
+		return false
+	}
+	if s.size+int64(h.Size()) > l.cfg.SegmentBytes {
+		return true
+	}
+	if l.cfg.RollAfter > 0 {
+		var waited int64
+		if ts := s.rollingTimestamp(); ts >= 0 {
+			waited = h.MaxTimestamp - ts
+		} else {
+			waited = now.Sub(s.created).Milliseconds()
+		}
+		if waited > l.cfg.RollAfter.Milliseconds() {
+			return true
+		}
+	}
+	return s.offIdx.isFull() || s.timeIdx.isFull() || !s.canHold(h)
+}
+
+// rollLocked starts a new active segment at the log end offset. The old
+// segment's index files are trimmed and its files are fsynced in the
+// background; the recovery point advances once that is done.
+func (l *Log) rollLocked(now time.Time) error {
+	old := l.activeLocked()
+	base := old.next
+	seg, err := openSegment(l.dir, base, true, now)
+	if err != nil {
+		return l.errorf("roll to %d: %w", base, err)
+	}
+	if err := seg.resizeIndexes(int64(l.cfg.MaxIndexBytes)); err != nil {
+		seg.remove()
+		return l.errorf("roll to %d: %w", base, err)
+	}
+	if err := old.deactivate(); err != nil {
+		l.logger.Warn("trimming indexes of rolled segment failed", "file", old.name(), "err", err)
+	}
+	l.segments = append(l.segments, seg)
+	l.logger.Debug("rolled segment", "base_offset", base, "previous_size", old.size)
+	gen := l.truncations
+	l.flushers.Add(1)
+	go func() {
+		defer l.flushers.Done()
+		if err := l.flushUpTo(base, gen); err != nil {
+			l.logger.Warn("flush after roll failed", "err", err)
+		}
+	}()
+	return nil
+}
+
+// flushUpTo fsyncs, without holding mu, every segment that may hold offsets
+// in [recoveryPoint, upTo), then advances the recovery point to upTo unless
+// the log was truncated (gen changed) or closed meanwhile.
+func (l *Log) flushUpTo(upTo int64, gen uint64) error {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return nil
+	}
+	segs := l.unflushedSegmentsLocked(upTo)
+	l.mu.RUnlock()
+
+	type failure struct {
+		s   *segment
+		err error
+	}
+	var failures []failure
+	for _, s := range segs {
+		if err := s.sync(); err != nil {
+			failures = append(failures, failure{s, err})
+		}
+	}
+	dirErr := syncDir(l.dir)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.truncations != gen {
+		return nil
+	}
+	for _, f := range failures {
+		if !f.s.removed { // errors of segments deleted meanwhile do not matter
+			return l.errorf("flush: %w", f.err)
+		}
+	}
+	if dirErr != nil {
+		return l.errorf("flush: fsync dir: %w", dirErr)
+	}
+	if upTo > l.recoveryPoint {
+		l.recoveryPoint = upTo
+		l.persistRecoveryPointLocked()
+	}
+	return nil
+}
+
+// unflushedSegmentsLocked lists the segments that may hold offsets in
+// [recoveryPoint, upTo).
+func (l *Log) unflushedSegmentsLocked(upTo int64) []*segment {
+	var out []*segment
+	for i, s := range l.segments {
+		if s.base >= upTo {
+			break
+		}
+		if i+1 < len(l.segments) && l.segments[i+1].base <= l.recoveryPoint {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// flushLocked fsyncs all unflushed segments while holding mu and moves the
+// recovery point to the log end offset.
+func (l *Log) flushLocked(now time.Time) error {
+	leo := l.endOffsetLocked()
+	for _, s := range l.unflushedSegmentsLocked(math.MaxInt64) {
+		if err := s.sync(); err != nil {
+			return l.errorf("flush: %w", err)
+		}
+	}
+	if err := syncDir(l.dir); err != nil {
+		return l.errorf("flush: fsync dir: %w", err)
+	}
+	l.unflushed, l.lastFlush = 0, now
+	l.recoveryPoint = leo
+	l.persistRecoveryPointLocked()
+	return nil
+}
+
+// persistRecoveryPointLocked writes the recovery point checkpoint when the
+// value there is stale in a way that matters: recovery works per segment,
+// so it is rewritten when the recovery point moves into a later segment or
+// moves back (truncation).
+func (l *Log) persistRecoveryPointLocked() {
+	rp := l.recoveryPoint
+	need := rp < l.persistedRP
+	for _, s := range l.segments {
+		if s.base > l.persistedRP && s.base <= rp {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return
+	}
+	if err := writeOffsetCheckpoint(filepath.Join(l.dir, RecoveryPointCheckpointFile), rp); err != nil {
+		l.logger.Warn("writing recovery point checkpoint failed", "err", err)
+		return
+	}
+	l.persistedRP = rp
+}
+
+// Flush fsyncs everything appended so far and advances the recovery point.
+// It holds mu exclusively while doing so.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return l.errorf("flush: %w", ErrClosed)
+	}
+	return l.flushLocked(l.now())
+}
+
+// Close flushes, writes the final time index entry of the active segment,
+// trims the index files to their used size, unmaps and closes all files.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.flushers.Wait()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.flushLocked(l.now())
+	if derr := l.activeLocked().deactivate(); derr != nil {
+		err = errors.Join(err, l.errorf("close: %w", derr))
+	}
+	for _, s := range l.segments {
+		if cerr := s.close(); cerr != nil {
+			err = errors.Join(err, l.errorf("close %s: %w", s.name(), cerr))
+		}
+	}
+	return err
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	cerr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return errors.Join(cerr, l.errorf("delete: %w", err))
+	}
+	return nil
+}
+
+// AssignEpoch is Kafka's LeaderEpochFileCache.assign: (epoch, startOffset)
+// is added unless the latest entry already has that epoch with a start
+// offset <= startOffset; entries with epoch >= epoch or start offset >=
+// startOffset are dropped first. The cache is persisted when it changes.
+func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return l.errorf("assign epoch: %w", ErrClosed)
+	}
+	return l.assignEpochLocked(epoch, startOffset)
+}
+
+func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
+	changed, err := l.epochs.assign(epoch, startOffset)
+	if err != nil {
+		return l.errorf("%w", err)
+	}
+	if changed {
+		return l.writeEpochsLocked()
+	}
+	return nil
+}
+
+func (l *Log) writeEpochsLocked() error {
+	if err := writeCheckpoint(filepath.Join(l.dir, EpochCheckpointFile), l.epochs.checkpointEntries()); err != nil {
+		return l.errorf("write leader epoch checkpoint: %w", err)
+	}
+	return nil
+}
+
+// LatestEpoch is the newest leader epoch in the cache.
+func (l *Log) LatestEpoch() (int32, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, ok := l.epochs.latest()
+	return e.Epoch, ok
+}
+
+// EpochEntries returns a copy of the leader epoch cache.
+func (l *Log) EpochEntries() []EpochEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return append([]EpochEntry(nil), l.epochs.entries...)
+}
+
+// EndOffsetForEpoch is Kafka's LeaderEpochFileCache.endOffsetFor, used to
+// answer OffsetForLeaderEpoch:
+//   - epoch -1 (undefined), an empty cache, or an epoch above every known
+//     epoch: (-1, -1);
+//   - the latest epoch: (latest, EndOffset());
+//   - an epoch below the first known one: (epoch, start offset of the first
+//     known epoch) - Kafka's answer, which lets a follower truncate to where
+//     the leader's surviving data begins;
+//   - otherwise the largest known epoch <= epoch and the start offset of
+//     the next higher known epoch.
 func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64) {
-	panic("unimplemented")
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.endOffsetFor(epoch, l.endOffsetLocked())
 }

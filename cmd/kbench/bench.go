@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// valuePool is pre-generated random data; record i's value is a window of
+// it, so value generation costs nothing during the measurement. Random bytes
+// are incompressible, which keeps --compression honest (it measures codec
+// overhead, not ratio).
+type valuePool struct {
+	buf  []byte
+	size int
+}
+
+const poolWindow = 8 << 20
+
+func newValuePool(size int) (*valuePool, error) {
+	buf := make([]byte, poolWindow+size)
+	if _, err := rand.Read(buf); err != nil {
+		return nil, err
+	}
+	return &valuePool{buf: buf, size: size}, nil
+}
+
+func (p *valuePool) value(i int) []byte {
+	if p.size == 0 {
+		return []byte{}
+	}
+	off := (i * p.size) % poolWindow
+	return p.buf[off : off+p.size : off+p.size]
+}
+
+// workload runs topic creation, produce and (optionally) consume against the
+// cluster at seeds, filling the throughput and latency fields of a result.
+type workload struct {
+	cfg   *config
+	pool  *valuePool
+	log   io.Writer
+	label string
+}
+
+func (w *workload) logf(format string, args ...any) {
+	fmt.Fprintf(w.log, "kbench: %s: "+format+"\n", append([]any{w.label}, args...)...)
+}
+
+func (w *workload) run(ctx context.Context, seeds []string, topic string, r *result) error {
+	cfg := w.cfg
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, cfg.producerOpts()...)
+	prod, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("producer client: %w", err)
+	}
+	defer prod.Close()
+	adm := kadm.NewClient(prod)
+
+	if err := createTopic(ctx, adm, topic, cfg.partitions, cfg.replication); err != nil {
+		return err
+	}
+	// Warm up: one synchronous record loads the topic's metadata and opens
+	// the produce connection, so neither is charged to the first measured
+	// records. End offsets are taken after it, so it is not consumed.
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: w.pool.value(0)}).FirstErr(); err != nil {
+		return fmt.Errorf("warm-up produce: %w", err)
+	}
+	start, err := endOffsets(ctx, adm, topic)
+	if err != nil {
+		return err
+	}
+
+	w.logf("producing %d records of %d bytes to %q (%d partitions, acks=%s, rate=%s)",
+		cfg.records, cfg.recordSize, topic, cfg.partitions, cfg.acks, rateString(cfg.rate))
+	if err := w.produce(ctx, prod, topic, r); err != nil {
+		return err
+	}
+	if !cfg.consume {
+		return nil
+	}
+	want := r.Records
+	if cfg.acks == "0" {
+		// Without acks the client can't know what the broker kept; ask
+		// it, so that a lost record doesn't make the consumer wait for
+		// --timeout. The last requests may still be in flight: wait
+		// until the end offsets settle (at most 2s).
+		end, err := endOffsets(ctx, adm, topic)
+		for deadline := time.Now().Add(2 * time.Second); err == nil && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			var again map[int32]int64
+			if again, err = endOffsets(ctx, adm, topic); err == nil && maps.Equal(again, end) {
+				break
+			}
+			end = again
+		}
+		if err != nil {
+			return err
+		}
+		want = 0
+		for p, o := range end {
+			want += int(o - start[p])
+		}
+		if want < r.Records {
+			w.logf("acks=0: broker kept %d of %d records", want, r.Records)
+		}
+	}
+	w.logf("consuming %d records", want)
+	return w.consumeAll(ctx, seeds, topic, start, want, r)
+}
+
+func rateString(rate float64) string {
+	if rate == 0 {
+		return "max"
+	}
+	return fmt.Sprintf("%g/s", rate)
+}
+
+// createTopic creates topic (an existing topic is reused) and waits until
+// the metadata shows a leader for every partition.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions, rf int) error {
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(rf), nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %q: %w", topic, err)
+	}
+	var last error
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			err = leadersReady(md, topic)
+		}
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for leaders of %q: %w (last: %v)", topic, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func leadersReady(md kadm.Metadata, topic string) error {
+	td, ok := md.Topics[topic]
+	if !ok {
+		return fmt.Errorf("topic %q not in metadata", topic)
+	}
+	if td.Err != nil {
+		return td.Err
+	}
+	if len(td.Partitions) == 0 {
+		return fmt.Errorf("topic %q has no partitions yet", topic)
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil {
+			return fmt.Errorf("partition %d: %w", p.Partition, p.Err)
+		}
+		if p.Leader < 0 {
+			return fmt.Errorf("partition %d has no leader", p.Partition)
+		}
+	}
+	return nil
+}
+
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	listed, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	if err := listed.Error(); err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	out := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	if len(out) == 0 {
+		return nil, fmt.Errorf("list end offsets: no partitions for %q", topic)
+	}
+	return out, nil
+}
+
+// produce sends cfg.records records and records per-record latency. With
+// --rate, record i is scheduled at start + i/rate and its latency runs from
+// that scheduled time (not the actual send time) to the ack, so time spent
+// waiting behind a slow broker or a full client buffer is counted
+// (coordinated-omission safe). At max speed the latency runs from the
+// Produce call, which includes time blocked on a full client buffer.
+func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r *result) error {
+	n := w.cfg.records
+	lats := make([]time.Duration, n) // written once per index by its promise
+	var (
+		done     atomic.Int64
+		failed   atomic.Int64
+		firstErr atomic.Pointer[error]
+		lastAck  atomic.Int64 // nanoseconds from start to the last ack
+		allDone  = make(chan struct{})
+	)
+	start := time.Now()
+	send := func(i int, sched time.Time) {
+		rec := &kgo.Record{Topic: topic, Value: w.pool.value(i)}
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			now := time.Now()
+			if err != nil {
+				lats[i] = -1
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, &err)
+			} else {
+				lats[i] = now.Sub(sched)
+			}
+			if done.Add(1) == int64(n) {
+				lastAck.Store(int64(now.Sub(start)))
+				close(allDone)
+			}
+		})
+	}
+
+	if w.cfg.rate == 0 {
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			send(i, time.Now())
+		}
+	} else {
+		rate := w.cfg.rate
+		interval := time.Duration(float64(time.Second) / rate)
+		tick := max(interval, 250*time.Microsecond)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		next := 0
+		for next < n && ctx.Err() == nil {
+			// Send every record whose scheduled time has passed:
+			// i/rate <= elapsed.
+			due := min(int(time.Since(start).Seconds()*rate)+1, n)
+			for ; next < due; next++ {
+				send(next, start.Add(time.Duration(float64(next)*float64(time.Second)/rate)))
+			}
+			if next < n {
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+			}
+		}
+		r.OfferedRate = rate
+	}
+	// Wait for every promise (Produce fails records itself once ctx is done).
+	select {
+	case <-allDone:
+	case <-ctx.Done():
+		// Promises still run on cancellation; give them a moment.
+		select {
+		case <-allDone:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if d := done.Load(); d < int64(n) {
+		// Stragglers may still write lats: leave it alone.
+		r.Records = int(d - failed.Load())
+		r.ProduceErrors = int(failed.Load())
+		return fmt.Errorf("produce: only %d of %d records completed: %w", d, n, ctx.Err())
+	}
+	elapsed := time.Duration(lastAck.Load())
+	ok := make([]time.Duration, 0, n)
+	for _, l := range lats {
+		if l > 0 { // -1: failed
+			ok = append(ok, l)
+		}
+	}
+	r.Records = int(done.Load() - failed.Load())
+	r.ProduceErrors = int(failed.Load())
+	r.ProduceSecs = elapsed.Seconds()
+	if elapsed > 0 {
+		r.ProduceRecS = float64(r.Records) / elapsed.Seconds()
+		r.ProduceMBs = float64(r.Records) * float64(w.cfg.recordSize) / elapsed.Seconds() / 1e6
+	}
+	r.latencyStats(ok)
+	if p := firstErr.Load(); p != nil {
+		return fmt.Errorf("produce: %d of %d records failed, first: %w", failed.Load(), n, *p)
+	}
+	return nil
+}
+
+// consumeAll reads want records from the given start offsets with a direct
+// (non-group) consumer and times it from client creation to the last record.
+func (w *workload) consumeAll(ctx context.Context, seeds []string, topic string, start map[int32]int64, want int, r *result) error {
+	offsets := make(map[int32]kgo.Offset, len(start))
+	for p, o := range start {
+		offsets[p] = kgo.NewOffset().At(o)
+	}
+	t0 := time.Now()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+	)
+	if err != nil {
+		return fmt.Errorf("consumer client: %w", err)
+	}
+	defer cl.Close()
+	var (
+		got, bytes int
+		lastErr    error
+		last       = t0
+	)
+	for got < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				lastErr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
+			}
+		})
+		fs.EachRecord(func(rec *kgo.Record) {
+			got++
+			bytes += len(rec.Value)
+		})
+		last = time.Now()
+	}
+	elapsed := last.Sub(t0)
+	r.Consumed = got
+	r.ConsumeSecs = elapsed.Seconds()
+	if elapsed > 0 && got > 0 {
+		r.ConsumeRecS = float64(got) / elapsed.Seconds()
+		r.ConsumeMBs = float64(bytes) / elapsed.Seconds() / 1e6
+	}
+	if got < want {
+		if lastErr != nil {
+			return fmt.Errorf("consume: got %d of %d records: %w (last fetch error: %v)", got, want, ctx.Err(), lastErr)
+		}
+		return fmt.Errorf("consume: got %d of %d records: %w", got, want, ctx.Err())
+	}
+	return nil
+}

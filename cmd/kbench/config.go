@@ -1,0 +1,221 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// config is the parsed and validated command line.
+type config struct {
+	brokers      []string // --brokers: an already running cluster
+	kfake        bool     // --kfake: an in-process kfake cluster
+	kbrokerPath  string   // --kbroker: a kbroker binary to start per run
+	vsKfake      bool     // --vs-kfake: also run the workload against kfake
+	runs         int      // --runs: repetitions; medians are reported
+	topic        string   // --topic: empty = fresh unique name per run
+	partitions   int      // --partitions
+	replication  int      // --replication-factor
+	records      int      // --records
+	recordSize   int      // --record-size (value bytes)
+	acks         string   // --acks: all, 1 or 0
+	compression  string   // --compression
+	rate         float64  // --rate: offered records/s, 0 = max speed
+	idempotent   bool     // --idempotent (effective value)
+	linger       time.Duration
+	batchMax     int // --batch-max-bytes
+	consume      bool
+	json         bool
+	timeout      time.Duration // per workload run (produce + consume)
+	startTimeout time.Duration // how long a started kbroker may take to answer
+	brokerArgs   []string      // --kbroker-arg: extra args for the kbroker binary
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, " ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// parseFlags parses args (without the program name) into a validated config.
+// It is pure apart from writing usage/errors to out.
+func parseFlags(args []string, out io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("kbench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var (
+		c          config
+		brokers    string
+		idempotent bool
+		brokerArgs stringList
+	)
+	fs.StringVar(&brokers, "brokers", "", "comma separated seed brokers of a running cluster (host:port[,host:port...])")
+	fs.BoolVar(&c.kfake, "kfake", false, "run against an in-process franz-go kfake cluster (1 broker)")
+	fs.StringVar(&c.kbrokerPath, "kbroker", "", "path of a kbroker binary to start (per run) on a free 127.0.0.1 port with a temp data dir")
+	fs.Var(&brokerArgs, "kbroker-arg", "extra argument passed to the --kbroker binary (repeatable)")
+	fs.BoolVar(&c.vsKfake, "vs-kfake", false, "also run the same workload against kfake and print ratios target/kfake")
+	fs.IntVar(&c.runs, "runs", 1, "number of runs per target (order alternates with --vs-kfake); medians are reported")
+	fs.StringVar(&c.topic, "topic", "", "topic to use (default: a fresh unique name per run)")
+	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the created topic")
+	fs.IntVar(&c.replication, "replication-factor", 1, "replication factor of the created topic")
+	fs.IntVar(&c.records, "records", 200000, "number of records to produce")
+	fs.IntVar(&c.recordSize, "record-size", 1024, "record value size in bytes")
+	fs.StringVar(&c.acks, "acks", "1", "required acks: all, 1 or 0")
+	fs.StringVar(&c.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4, zstd")
+	fs.Float64Var(&c.rate, "rate", 0, "offered load in records/s (0 = as fast as possible); latency is measured from the scheduled send time")
+	fs.BoolVar(&idempotent, "idempotent", false, "idempotent producer (requires --acks all; default true with --acks all, false otherwise)")
+	fs.DurationVar(&c.linger, "linger", 0, "producer linger (kgo ProducerLinger)")
+	fs.IntVar(&c.batchMax, "batch-max-bytes", 1000012, "producer max batch bytes (kgo ProducerBatchMaxBytes)")
+	fs.BoolVar(&c.consume, "consume", true, "after producing, consume all records from the start with a direct consumer")
+	fs.BoolVar(&c.json, "json", false, "print machine-readable JSON instead of a table")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "bound on each workload run (topic creation + produce + consume)")
+	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long a started --kbroker may take to answer")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if brokers != "" {
+		for _, b := range strings.Split(brokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				c.brokers = append(c.brokers, b)
+			}
+		}
+		if len(c.brokers) == 0 {
+			return nil, errors.New("--brokers: no broker given")
+		}
+	}
+	c.brokerArgs = brokerArgs
+	if set["idempotent"] {
+		c.idempotent = idempotent
+	} else {
+		c.idempotent = c.acks == "all" || c.acks == "-1"
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// validate checks the config for consistency.
+func (c *config) validate() error {
+	targets := 0
+	if len(c.brokers) > 0 {
+		targets++
+	}
+	if c.kfake {
+		targets++
+	}
+	if c.kbrokerPath != "" {
+		targets++
+	}
+	switch {
+	case targets == 0:
+		return errors.New("one of --brokers, --kfake or --kbroker is required")
+	case targets > 1:
+		return errors.New("--brokers, --kfake and --kbroker are mutually exclusive")
+	case c.vsKfake && c.kfake:
+		return errors.New("--vs-kfake needs --brokers or --kbroker as the other target")
+	case len(c.brokerArgs) > 0 && c.kbrokerPath == "":
+		return errors.New("--kbroker-arg needs --kbroker")
+	}
+	if c.runs < 1 {
+		return fmt.Errorf("--runs must be >= 1, got %d", c.runs)
+	}
+	if c.partitions < 1 {
+		return fmt.Errorf("--partitions must be >= 1, got %d", c.partitions)
+	}
+	if c.replication < 1 || c.replication > 32767 {
+		return fmt.Errorf("--replication-factor must be in [1, 32767], got %d", c.replication)
+	}
+	if c.records < 1 {
+		return fmt.Errorf("--records must be >= 1, got %d", c.records)
+	}
+	if c.recordSize < 0 {
+		return fmt.Errorf("--record-size must be >= 0, got %d", c.recordSize)
+	}
+	switch c.acks {
+	case "all", "-1":
+		c.acks = "all"
+	case "1", "0":
+	default:
+		return fmt.Errorf("--acks must be all, 1 or 0, got %q", c.acks)
+	}
+	if c.idempotent && c.acks != "all" {
+		return errors.New("--idempotent requires --acks all")
+	}
+	if _, err := compressionCodec(c.compression); err != nil {
+		return err
+	}
+	if c.rate < 0 {
+		return fmt.Errorf("--rate must be >= 0, got %v", c.rate)
+	}
+	if c.linger < 0 {
+		return fmt.Errorf("--linger must be >= 0, got %v", c.linger)
+	}
+	if c.batchMax < 1 || c.batchMax > 1<<30 {
+		return fmt.Errorf("--batch-max-bytes must be in [1, 2^30], got %d", c.batchMax)
+	}
+	if c.recordSize+100 > c.batchMax {
+		return fmt.Errorf("--record-size %d does not fit in --batch-max-bytes %d", c.recordSize, c.batchMax)
+	}
+	if c.timeout <= 0 {
+		return fmt.Errorf("--timeout must be > 0, got %v", c.timeout)
+	}
+	if c.startTimeout <= 0 {
+		return fmt.Errorf("--start-timeout must be > 0, got %v", c.startTimeout)
+	}
+	return nil
+}
+
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("--compression must be none, gzip, snappy, lz4 or zstd, got %q", name)
+}
+
+// requiredAcks maps the validated --acks value to kgo's type.
+func (c *config) requiredAcks() kgo.Acks {
+	switch c.acks {
+	case "0":
+		return kgo.NoAck()
+	case "1":
+		return kgo.LeaderAck()
+	}
+	return kgo.AllISRAcks()
+}
+
+// clientOpts returns the kgo options shared by every target, so that the
+// targets are measured with identical client settings.
+func (c *config) producerOpts() []kgo.Opt {
+	codec, _ := compressionCodec(c.compression)
+	opts := []kgo.Opt{
+		kgo.RequiredAcks(c.requiredAcks()),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(c.linger),
+		kgo.ProducerBatchMaxBytes(int32(c.batchMax)),
+		kgo.RecordDeliveryTimeout(c.timeout),
+	}
+	if !c.idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	return opts
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func durs(ms ...int) []time.Duration {
+	out := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		out[i] = time.Duration(m) * time.Millisecond
+	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	one2hundred := make([]time.Duration, 100)
+	for i := range one2hundred {
+		one2hundred[i] = time.Duration(i+1) * time.Millisecond
+	}
+	thousand := make([]time.Duration, 1000)
+	for i := range thousand {
+		thousand[i] = time.Duration(i+1) * time.Millisecond
+	}
+	cases := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"single p0", durs(7), 0, 7 * time.Millisecond},
+		{"single p50", durs(7), 50, 7 * time.Millisecond},
+		{"single p100", durs(7), 100, 7 * time.Millisecond},
+		{"two p50", durs(1, 2), 50, 1 * time.Millisecond},
+		{"two p51", durs(1, 2), 51, 2 * time.Millisecond},
+		{"100 p50", one2hundred, 50, 50 * time.Millisecond},
+		{"100 p99", one2hundred, 99, 99 * time.Millisecond},
+		{"100 p99.9", one2hundred, 99.9, 100 * time.Millisecond},
+		{"100 p100", one2hundred, 100, 100 * time.Millisecond},
+		{"1000 p99.9", thousand, 99.9, 999 * time.Millisecond},
+		{"1000 p99", thousand, 99, 990 * time.Millisecond},
+		{"1000 p0.1", thousand, 0.1, 1 * time.Millisecond},
+		{"below 0", durs(3, 4), -5, 3 * time.Millisecond},
+		{"above 100", durs(3, 4), 150, 4 * time.Millisecond},
+	}
+	for _, c := range cases {
+		if got := percentile(c.sorted, c.p); got != c.want {
+			t.Errorf("%s: percentile(p=%v) = %v, want %v", c.name, c.p, got, c.want)
+		}
+	}
+}
+
+func TestLatencyStatsSorts(t *testing.T) {
+	lats := durs(5, 1, 4, 2, 3)
+	var r result
+	r.latencyStats(lats)
+	if r.LatP50ms != 3 || r.LatP99ms != 5 || r.LatP999ms != 5 || r.LatMaxms != 5 {
+		t.Fatalf("got p50=%v p99=%v p99.9=%v max=%v", r.LatP50ms, r.LatP99ms, r.LatP999ms, r.LatMaxms)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := append([]float64(nil), c.in...)
+		if got := median(in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+		for i := range in {
+			if in[i] != c.in[i] {
+				t.Errorf("median modified its input: %v", in)
+			}
+		}
+	}
+}
+
+func TestMedianResultAndRatios(t *testing.T) {
+	runs := []result{
+		{Target: "kbroker", Run: 1, ProduceRecS: 100, LatP99ms: 3, PeakRSSMiB: 50},
+		{Target: "kbroker", Run: 2, ProduceRecS: 300, LatP99ms: 1, PeakRSSMiB: 70},
+		{Target: "kbroker", Run: 3, ProduceRecS: 200, LatP99ms: 2, PeakRSSMiB: 60},
+		{Target: "kbroker", Run: 4, Error: "boom"},
+	}
+	m, ok := medianResult("kbroker", runs)
+	if !ok || m.ProduceRecS != 200 || m.LatP99ms != 2 || m.PeakRSSMiB != 60 || m.Run != 0 {
+		t.Fatalf("median result = %+v, %v", m, ok)
+	}
+	if _, ok := medianResult("x", []result{{Error: "e"}}); ok {
+		t.Fatal("median of only failed runs should not be ok")
+	}
+	single, ok := medianResult("kfake", []result{{Target: "kfake", Run: 1, ProduceRecS: 5}})
+	if !ok || single.Target != "kfake" || single.Run != 0 || single.ProduceRecS != 5 {
+		t.Fatalf("single = %+v", single)
+	}
+	r := ratios(m, result{ProduceRecS: 400, LatP99ms: 1})
+	if r["prod rec/s"] != 0.5 || r["p99 ms"] != 2 {
+		t.Fatalf("ratios = %v", r)
+	}
+	if _, ok := r["peak RSS MiB"]; ok {
+		t.Fatal("ratio with an unknown side should be omitted")
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var buf bytes.Buffer
+	rows := []result{
+		{Target: "kbroker", ProduceRecS: 123456, LatP50ms: 1.5, PeakRSSMiB: 42},
+		{Target: "kfake", Error: "nope"},
+	}
+	if err := writeTable(&buf, rows, "kbroker/kfake", map[string]float64{"prod rec/s": 1.25}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"prod rec/s", "123456", "1.50", "42.0", "error: nope", "1.25x"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	ok := []struct {
+		args  []string
+		check func(*config) bool
+	}{
+		{[]string{"--kfake"}, func(c *config) bool {
+			return c.records == 200000 && c.recordSize == 1024 && c.partitions == 6 && c.replication == 1 &&
+				c.acks == "1" && !c.idempotent && c.consume && c.compression == "none" && c.rate == 0 &&
+				c.timeout == 5*time.Minute && c.runs == 1
+		}},
+		{[]string{"--kfake", "--acks", "all"}, func(c *config) bool { return c.idempotent }},
+		{[]string{"--kfake", "--acks", "-1"}, func(c *config) bool { return c.acks == "all" && c.idempotent }},
+		{[]string{"--kfake", "--acks", "all", "--idempotent=false"}, func(c *config) bool { return !c.idempotent }},
+		{[]string{"--kfake", "--acks", "0"}, func(c *config) bool { return !c.idempotent }},
+		{[]string{"--brokers", "a:1, b:2,", "--vs-kfake", "--runs", "3"}, func(c *config) bool {
+			return len(c.brokers) == 2 && c.brokers[1] == "b:2" && c.vsKfake && c.runs == 3
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--kbroker-arg", "--foo", "--kbroker-arg=bar"}, func(c *config) bool {
+			return len(c.brokerArgs) == 2 && c.brokerArgs[0] == "--foo"
+		}},
+		{[]string{"--kfake", "--rate", "20000", "--consume=false", "--linger", "5ms", "--compression", "zstd"}, func(c *config) bool {
+			return c.rate == 20000 && !c.consume && c.linger == 5*time.Millisecond && c.compression == "zstd"
+		}},
+	}
+	for _, c := range ok {
+		cfg, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%q: unexpected error %v", c.args, err)
+			continue
+		}
+		if !c.check(cfg) {
+			t.Errorf("%q: unexpected config %+v", c.args, cfg)
+		}
+	}
+
+	bad := [][]string{
+		{},                                // no target
+		{"--kfake", "--brokers", "a:1"},   // two targets
+		{"--kfake", "--kbroker", "x"},     // two targets
+		{"--kfake", "--vs-kfake"},         // nothing to compare
+		{"--brokers", ","},                // empty broker list
+		{"--kfake", "--kbroker-arg", "x"}, // arg without --kbroker
+		{"--kfake", "--acks", "2"},
+		{"--kfake", "--idempotent"}, // needs acks=all
+		{"--kfake", "--acks", "1", "--idempotent"},
+		{"--kfake", "--compression", "brotli"},
+		{"--kfake", "--records", "0"},
+		{"--kfake", "--record-size", "-1"},
+		{"--kfake", "--partitions", "0"},
+		{"--kfake", "--replication-factor", "0"},
+		{"--kfake", "--rate", "-1"},
+		{"--kfake", "--runs", "0"},
+		{"--kfake", "--timeout", "0s"},
+		{"--kfake", "--linger", "-1ms"},
+		{"--kfake", "--batch-max-bytes", "0"},
+		{"--kfake", "--record-size", "2000", "--batch-max-bytes", "1000"},
+		{"--kfake", "extra"},
+		{"--nope"},
+	}
+	for _, args := range bad {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%q: expected an error", args)
+		}
+	}
+}
+
+func TestParseVmHWM(t *testing.T) {
+	status := "Name:\tkbroker\nVmPeak:\t  800000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t   10000 kB\n"
+	got, err := parseVmHWM(strings.NewReader(status))
+	if err != nil || got != 12345*1024 {
+		t.Fatalf("got %d, %v", got, err)
+	}
+	if _, err := parseVmHWM(strings.NewReader("Name:\tx\n")); err == nil {
+		t.Fatal("expected an error without VmHWM")
+	}
+	if _, err := parseVmHWM(strings.NewReader("VmHWM:\t12 MB\n")); err == nil {
+		t.Fatal("expected an error for an unexpected unit")
+	}
+}
+
+func TestValuePool(t *testing.T) {
+	p, err := newValuePool(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, 8387, 1 << 20} {
+		if v := p.value(i); len(v) != 1000 || cap(v) != 1000 {
+			t.Fatalf("value(%d): len %d cap %d", i, len(v), cap(v))
+		}
+	}
+	z, _ := newValuePool(0)
+	if v := z.value(3); v == nil || len(v) != 0 {
+		t.Fatalf("zero-size value = %v", v)
+	}
+}
+
+// TestKfakeSmoke runs the whole workload against an in-process kfake
+// cluster, once at max speed and once rate-limited.
+func TestKfakeSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, args := range [][]string{
+		{"--kfake", "--records", "3000", "--record-size", "100", "--timeout", "30s"},
+		{"--kfake", "--records", "500", "--record-size", "10", "--rate", "5000", "--acks", "all", "--compression", "lz4", "--timeout", "30s"},
+	} {
+		cfg, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := runAll(context.Background(), cfg, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.failed() || len(rep.Summary) != 1 {
+			t.Fatalf("%q: report %+v", args, rep)
+		}
+		s := rep.Summary[0]
+		if s.Records != cfg.records || s.Consumed != cfg.records || s.ProduceRecS <= 0 || s.ConsumeRecS <= 0 ||
+			s.LatP50ms <= 0 || s.LatP50ms > s.LatP99ms || s.LatP99ms > s.LatP999ms || math.IsNaN(s.ProduceMBs) {
+			t.Fatalf("%q: implausible summary %+v", args, s)
+		}
+		if cfg.rate > 0 && (s.ProduceRecS > cfg.rate*1.5 || s.OfferedRate != cfg.rate) {
+			t.Fatalf("%q: rate %v not respected (offered %v)", args, s.ProduceRecS, s.OfferedRate)
+		}
+		var buf bytes.Buffer
+		if err := rep.writeText(&buf); err != nil || !strings.Contains(buf.String(), "kfake") {
+			t.Fatalf("text output %q, %v", buf.String(), err)
+		}
+		buf.Reset()
+		if err := rep.writeJSON(&buf); err != nil || !strings.Contains(buf.String(), `"produce_records_per_sec"`) {
+			t.Fatalf("json output %q, %v", buf.String(), err)
+		}
+	}
+}
+
+// TestMain lets the test binary pose as a kbroker: with KBENCH_FAKE_KBROKER
+// set it serves kfake on the port given by --override listeners=... until
+// SIGTERM, which exercises --kbroker's process handling without a real
+// broker.
+func TestMain(m *testing.M) {
+	if os.Getenv("KBENCH_FAKE_KBROKER") != "" {
+		fakeKbroker()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func fakeKbroker() {
+	port := -1
+	for _, a := range os.Args[1:] {
+		if v, ok := strings.CutPrefix(a, "listeners=PLAINTEXT://"); ok {
+			_, p, _ := net.SplitHostPort(v)
+			port, _ = strconv.Atoi(p)
+		}
+	}
+	if port <= 0 {
+		fmt.Fprintln(os.Stderr, "fake kbroker: no listeners override")
+		os.Exit(2)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake kbroker:", err)
+		os.Exit(1)
+	}
+	<-sig
+	c.Close()
+	os.Exit(0)
+}
+
+func TestKbrokerProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Setenv("KBENCH_FAKE_KBROKER", "1")
+	cfg, err := parseFlags([]string{"--kbroker", os.Args[0], "--vs-kfake", "--records", "2000",
+		"--record-size", "100", "--timeout", "30s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runAll(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.failed() || len(rep.Summary) != 2 || rep.RatioName != "kbroker/kfake" {
+		t.Fatalf("report %+v", rep)
+	}
+	kb := rep.Summary[0]
+	if kb.Target != "kbroker" || kb.PeakRSSMiB <= 0 || kb.StartupMs <= 0 || kb.Consumed != 2000 {
+		t.Fatalf("kbroker summary %+v", kb)
+	}
+	if _, ok := rep.Ratio["prod rec/s"]; !ok {
+		t.Fatalf("ratio %v", rep.Ratio)
+	}
+
+	// A binary that exits at once is reported, not waited for.
+	if _, err := startKbroker(context.Background(), "/bin/false", nil, 10*time.Second); err == nil ||
+		!strings.Contains(err.Error(), "exited") {
+		t.Fatalf("start /bin/false: %v", err)
+	}
+}

@@ -1,0 +1,288 @@
+// Command kbench benchmarks a Kafka-compatible cluster with franz-go:
+// produce throughput, produce-ack latency (coordinated-omission safe at a
+// fixed --rate), and consume throughput. It can start a kbroker binary
+// itself (--kbroker, measuring its peak RSS and start-up time) and compare
+// against franz-go's in-process kfake cluster with identical client
+// settings (--vs-kfake).
+//
+// Examples:
+//
+//	kbench --kfake --records 50000
+//	kbench --kbroker ./kbroker --vs-kfake --runs 3
+//	kbench --kbroker ./kbroker --vs-kfake --rate 20000 --runs 3
+//	kbench --brokers 127.0.0.1:9092 --acks all --compression zstd --json
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kbench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := runAll(ctx, cfg, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kbench:", err)
+		os.Exit(1)
+	}
+	if cfg.json {
+		err = rep.writeJSON(os.Stdout)
+	} else {
+		err = rep.writeText(os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kbench:", err)
+		os.Exit(1)
+	}
+	if rep.failed() {
+		os.Exit(1)
+	}
+}
+
+// report is everything kbench measured in one invocation.
+type report struct {
+	Config    map[string]any     `json:"config"`
+	Runs      []result           `json:"runs"`
+	Summary   []result           `json:"summary"`
+	RatioName string             `json:"ratio_name,omitempty"`
+	Ratio     map[string]float64 `json:"ratio,omitempty"`
+	showRuns  bool
+}
+
+func (r *report) failed() bool {
+	for _, x := range r.Runs {
+		if x.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func (r *report) writeText(w io.Writer) error {
+	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, loadavg %v\n",
+		r.Config["records"], r.Config["record_size"], r.Config["partitions"], r.Config["replication_factor"],
+		r.Config["acks"], r.Config["compression"], r.Config["rate"], r.Config["idempotent"],
+		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["loadavg"])
+	rows := r.Summary
+	if r.showRuns {
+		rows = append(append([]result{}, r.Runs...), r.Summary...)
+	}
+	for i := range rows {
+		if rows[i].Run > 0 {
+			rows[i].Target = fmt.Sprintf("%s #%d", rows[i].Target, rows[i].Run)
+		}
+	}
+	var ratio map[string]float64
+	if r.RatioName != "" {
+		ratio = r.Ratio
+		if ratio == nil {
+			ratio = map[string]float64{}
+		}
+	}
+	return writeTable(w, rows, r.RatioName, ratio)
+}
+
+type targetKind string
+
+const (
+	kindBrokers targetKind = "brokers"
+	kindKfake   targetKind = "kfake"
+	kindKbroker targetKind = "kbroker"
+)
+
+func (c *config) primary() targetKind {
+	switch {
+	case c.kfake:
+		return kindKfake
+	case c.kbrokerPath != "":
+		return kindKbroker
+	}
+	return kindBrokers
+}
+
+func (c *config) summary() map[string]any {
+	rate := "max"
+	if c.rate > 0 {
+		rate = fmt.Sprintf("%g/s", c.rate)
+	}
+	return map[string]any{
+		"records":            c.records,
+		"record_size":        c.recordSize,
+		"partitions":         c.partitions,
+		"replication_factor": c.replication,
+		"acks":               c.acks,
+		"compression":        c.compression,
+		"rate":               rate,
+		"idempotent":         c.idempotent,
+		"linger":             c.linger.String(),
+		"batch_max_bytes":    c.batchMax,
+		"consume":            c.consume,
+		"runs":               c.runs,
+		"gomaxprocs":         runtime.GOMAXPROCS(0),
+		"loadavg":            loadavg(),
+	}
+}
+
+// loadavg returns the 1, 5 and 15 minute load averages from /proc/loadavg
+// (empty if unavailable), printed so that a noisy machine shows.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// runAll runs the workload cfg.runs times against the primary target (and
+// kfake with --vs-kfake, alternating which goes first) and aggregates.
+func runAll(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
+	pool, err := newValuePool(cfg.recordSize)
+	if err != nil {
+		return nil, err
+	}
+	primary := cfg.primary()
+	rep := &report{Config: cfg.summary(), showRuns: cfg.runs > 1}
+	byTarget := map[targetKind][]result{}
+	for run := 1; run <= cfg.runs; run++ {
+		order := []targetKind{primary}
+		if cfg.vsKfake {
+			order = append(order, kindKfake)
+			if run%2 == 0 {
+				order[0], order[1] = order[1], order[0]
+			}
+		}
+		for _, kind := range order {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			res := runOnce(ctx, cfg, pool, kind, run, log)
+			if res.Error != "" {
+				fmt.Fprintf(log, "kbench: %s run %d: %s\n", kind, run, res.Error)
+			}
+			rep.Runs = append(rep.Runs, res)
+			byTarget[kind] = append(byTarget[kind], res)
+			// Don't let one run's garbage (kfake keeps every record in
+			// memory) burden the next.
+			runtime.GC()
+			debug.FreeOSMemory()
+		}
+	}
+	kinds := []targetKind{primary}
+	if cfg.vsKfake {
+		kinds = append(kinds, kindKfake)
+	}
+	var meds []result
+	for _, k := range kinds {
+		if m, ok := medianResult(string(k), byTarget[k]); ok {
+			rep.Summary = append(rep.Summary, m)
+			meds = append(meds, m)
+		} else {
+			rep.Summary = append(rep.Summary, result{Target: string(k), Error: "no successful run"})
+		}
+	}
+	if cfg.vsKfake {
+		rep.RatioName = fmt.Sprintf("%s/kfake", primary)
+		if len(meds) == 2 {
+			rep.Ratio = ratios(meds[0], meds[1])
+		}
+	}
+	return rep, nil
+}
+
+func uniqueTopic() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("kbench-%d-%s", time.Now().Unix(), hex.EncodeToString(b[:]))
+}
+
+// runOnce sets up the target, runs the workload, and tears the target down.
+func runOnce(ctx context.Context, cfg *config, pool *valuePool, kind targetKind, run int, log io.Writer) result {
+	res := result{Target: string(kind), Run: run}
+	topic := cfg.topic
+	if topic == "" {
+		topic = uniqueTopic()
+	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	w := &workload{cfg: cfg, pool: pool, log: log, label: fmt.Sprintf("%s run %d", kind, run)}
+
+	var seeds []string
+	var after func() // measures target-side figures after the workload
+	switch kind {
+	case kindBrokers:
+		seeds = cfg.brokers
+	case kindKfake:
+		c, s, startup, err := startKfake(ctx, cfg.startTimeout)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer c.Close()
+		seeds = s
+		res.StartupMs = ms(startup)
+		// kfake runs inside kbench, so its RSS can't be told apart from
+		// the client's; it is left unknown.
+	case kindKbroker:
+		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.startTimeout)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer b.stop()
+		seeds = []string{b.addr}
+		res.StartupMs = ms(b.startup)
+		w.logf("started %s on %s in %.1f ms", cfg.kbrokerPath, b.addr, res.StartupMs)
+		after = func() {
+			if !b.alive() {
+				res.Error = fmt.Sprintf("kbroker exited during the run (%v)\n--- kbroker log tail ---\n%s", b.waitErr, b.logTail(20))
+				return
+			}
+			if rss, err := b.peakRSS(); err == nil {
+				res.PeakRSSMiB = float64(rss) / (1 << 20)
+			} else {
+				w.logf("peak RSS: %v", err)
+			}
+		}
+	}
+	if err := w.run(wctx, seeds, topic, &res); err != nil {
+		res.Error = err.Error()
+	}
+	if after != nil {
+		after()
+	}
+	return res
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

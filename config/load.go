@@ -1,0 +1,556 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Default returns the configuration used when nothing is set: Kafka's
+// defaults, except where a field comment says otherwise (an embedded
+// single-node broker on 127.0.0.1:9092 storing under ./kbroker-data).
+func Default() Config {
+	return Config{
+		BrokerID:                    0,
+		Listeners:                   []string{"PLAINTEXT://127.0.0.1:9092"},
+		ListenerSecurityProtocolMap: defaultSecurityProtocolMap(),
+		InterBrokerListenerName:     "PLAINTEXT",
+		LogDirs:                     []string{"./kbroker-data"},
+
+		NumPartitions:            1,
+		DefaultReplicationFactor: 1,
+		AutoCreateTopics:         true,
+		DeleteTopicEnable:        true,
+
+		LogSegmentBytes:       1 << 30,
+		LogRollMs:             168 * time.Hour,
+		LogRetentionMs:        168 * time.Hour,
+		LogRetentionBytes:     -1,
+		LogRetentionCheck:     5 * time.Minute,
+		LogIndexIntervalBytes: 4096,
+		LogIndexSizeMaxBytes:  10 << 20,
+		LogFlushIntervalMsgs:  math.MaxInt64,
+		LogFlushIntervalMs:    0,
+		LogMessageTimestamp:   TimestampCreateTime,
+
+		MessageMaxBytes:       1048588,
+		SocketRequestMaxBytes: 100 << 20,
+
+		ZookeeperSessionTimeout:    18 * time.Second,
+		ZookeeperConnectionTimeout: 18 * time.Second,
+
+		ReplicaLagTimeMax:           10 * time.Second,
+		MinInsyncReplicas:           1,
+		UncleanLeaderElectionEnable: false,
+
+		OffsetsTopicNumPartitions:     50,
+		OffsetsTopicReplicationFactor: 3,
+		OffsetsRetention:              7 * 24 * time.Hour,
+		GroupInitialRebalanceDelay:    3 * time.Second,
+		GroupMinSessionTimeout:        6 * time.Second,
+		GroupMaxSessionTimeout:        30 * time.Minute,
+		TransactionalIDExpiration:     7 * 24 * time.Hour,
+		ProducerIDExpiration:          24 * time.Hour,
+	}
+}
+
+// Values of log.message.timestamp.type.
+const (
+	TimestampCreateTime    = "CreateTime"
+	TimestampLogAppendTime = "LogAppendTime"
+)
+
+// RetainForever is the LogRetentionMs value for log.retention.ms=-1 (Kafka
+// treats every negative retention as unlimited). Test with < 0.
+const RetainForever = -time.Millisecond
+
+func defaultSecurityProtocolMap() map[string]string {
+	return map[string]string{
+		"PLAINTEXT":      "PLAINTEXT",
+		"SSL":            "SSL",
+		"SASL_PLAINTEXT": "SASL_PLAINTEXT",
+		"SASL_SSL":       "SASL_SSL",
+	}
+}
+
+// ValueError reports a property with an unusable value.
+type ValueError struct {
+	Key    string
+	Value  string
+	Reason string
+}
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("config: %s: invalid value %q: %s", e.Key, e.Value, e.Reason)
+}
+
+// Load reads the Java .properties file at path (none when path is ""), then
+// applies overrides, each "key=value", in order; later settings win. It
+// returns the configuration, the keys it does not know (sorted; the caller
+// logs them once as ignored), or an error naming the key and value at
+// fault.
+//
+// Where Kafka has several keys for one setting, the more precise wins
+// whatever the order they were given in: log.dirs over log.dir,
+// log.retention.ms over .minutes over .hours, log.roll.ms over
+// log.roll.hours. zookeeper.connection.timeout.ms defaults to the session
+// timeout.
+func Load(path string, overrides []string) (Config, []string, error) {
+	values := map[string]string{}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, nil, fmt.Errorf("config: %w", err)
+		}
+		props, err := parseProperties(string(data))
+		if err != nil {
+			return Config{}, nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+		for _, p := range props {
+			values[p.key] = p.value
+		}
+	}
+	for _, o := range overrides {
+		k, v, ok := strings.Cut(o, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return Config{}, nil, fmt.Errorf("config: override %q: want key=value", o)
+		}
+		values[k] = strings.TrimSpace(v)
+	}
+
+	table := properties()
+	known := make(map[string]bool, len(table))
+	for _, p := range table {
+		known[p.name] = true
+	}
+	var unknown []string
+	for k := range values {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+
+	c := Default()
+	// The table lists a setting's less precise keys first, so applying it
+	// in order lets the precise key win.
+	for _, p := range table {
+		v, ok := values[p.name]
+		if !ok {
+			continue
+		}
+		if err := p.set(&c, strings.TrimSpace(v)); err != nil {
+			return Config{}, unknown, &ValueError{Key: p.name, Value: v, Reason: err.Error()}
+		}
+	}
+	if _, ok := values["zookeeper.connection.timeout.ms"]; !ok {
+		c.ZookeeperConnectionTimeout = c.ZookeeperSessionTimeout
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, unknown, err
+	}
+	return c, unknown, nil
+}
+
+// Validate checks every setting's range and the rules that tie settings
+// together (listener names, advertised listeners, session timeout bounds).
+// Load calls it; call it too on a Config built in code.
+func (c Config) Validate() error {
+	// Each value goes back through its property's parser, so the ranges
+	// are written once, in the table.
+	var scratch Config
+	scratch.ListenerSecurityProtocolMap = c.ListenerSecurityProtocolMap
+	for _, p := range properties() {
+		if p.get == nil {
+			continue
+		}
+		v := p.get(c)
+		if err := p.set(&scratch, v); err != nil {
+			return &ValueError{Key: p.name, Value: v, Reason: err.Error()}
+		}
+	}
+
+	if len(c.Listeners) == 0 {
+		return &ValueError{Key: "listeners", Reason: "at least one listener is required"}
+	}
+	names := map[string]bool{}
+	ports := map[int32]string{}
+	for _, l := range c.Listeners {
+		name, _, port, err := ParseListener(l)
+		if err != nil {
+			return &ValueError{Key: "listeners", Value: l, Reason: err.Error()}
+		}
+		if names[name] {
+			return &ValueError{Key: "listeners", Value: strings.Join(c.Listeners, ","), Reason: fmt.Sprintf("listener name %s used twice; each listener needs its own name", name)}
+		}
+		names[name] = true
+		if other, dup := ports[port]; dup && port != 0 {
+			return &ValueError{Key: "listeners", Value: strings.Join(c.Listeners, ","), Reason: fmt.Sprintf("listeners %s and %s share port %d", other, name, port)}
+		}
+		ports[port] = name
+		proto, ok := c.ListenerSecurityProtocolMap[name]
+		if !ok {
+			return &ValueError{Key: "listeners", Value: l, Reason: fmt.Sprintf("listener name %s is not in listener.security.protocol.map", name)}
+		}
+		if proto != "PLAINTEXT" {
+			return &ValueError{Key: "listeners", Value: l, Reason: fmt.Sprintf("security protocol %s is not supported; kbroker speaks PLAINTEXT only", proto)}
+		}
+	}
+	for _, l := range c.AdvertisedListeners {
+		name, host, _, err := ParseListener(l)
+		if err != nil {
+			return &ValueError{Key: "advertised.listeners", Value: l, Reason: err.Error()}
+		}
+		if !names[name] {
+			return &ValueError{Key: "advertised.listeners", Value: l, Reason: fmt.Sprintf("listener name %s is not in listeners", name)}
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			return &ValueError{Key: "advertised.listeners", Value: l, Reason: "clients cannot connect to the meta-address " + host}
+		}
+	}
+	if !names[strings.ToUpper(c.InterBrokerListenerName)] {
+		return &ValueError{Key: "inter.broker.listener.name", Value: c.InterBrokerListenerName, Reason: "not the name of a listener in listeners"}
+	}
+	if len(c.LogDirs) == 0 {
+		return &ValueError{Key: "log.dirs", Reason: "at least one log directory is required"}
+	}
+	if c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
+		return &ValueError{Key: "group.min.session.timeout.ms", Value: strconv.FormatInt(c.GroupMinSessionTimeout.Milliseconds(), 10),
+			Reason: "above group.max.session.timeout.ms " + strconv.FormatInt(c.GroupMaxSessionTimeout.Milliseconds(), 10)}
+	}
+	return nil
+}
+
+// EffectiveAdvertisedListeners returns advertised.listeners, or listeners
+// when it is not set, as Kafka does.
+func (c Config) EffectiveAdvertisedListeners() []string {
+	if len(c.AdvertisedListeners) > 0 {
+		return c.AdvertisedListeners
+	}
+	return c.Listeners
+}
+
+// Properties returns the effective broker configuration as Kafka property
+// name -> value, for DescribeConfigs on the broker resource. Durations are
+// in the unit the property name states; "" means unset (Kafka's null).
+// Alias keys (log.dir, log.retention.hours, ...) are left out: the canonical
+// key carries the effective value.
+func (c Config) Properties() map[string]string {
+	out := map[string]string{}
+	for _, p := range properties() {
+		if p.get != nil {
+			out[p.name] = p.get(c)
+		}
+	}
+	return out
+}
+
+// PropertyDoc describes one supported property, for --help.
+type PropertyDoc struct {
+	Name    string
+	Default string // "" when unset by default
+	Doc     string
+}
+
+// Docs lists the supported properties with their defaults, in a stable
+// order that groups related settings.
+func Docs() []PropertyDoc {
+	def := Default()
+	var out []PropertyDoc
+	for _, p := range properties() {
+		d := PropertyDoc{Name: p.name, Doc: p.doc}
+		if p.get != nil {
+			d.Default = p.get(def)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// prop describes one supported key: how to parse it into a Config, and how
+// to read it back (get is nil for aliases of another key).
+type prop struct {
+	name string
+	doc  string
+	set  func(c *Config, v string) error
+	get  func(c Config) string
+}
+
+// properties is the table of supported keys. It is built on each call so
+// that no mutable table is shared between callers. Keys for one setting
+// are listed from least to most precise: Load applies them in this order.
+func properties() []prop {
+	return []prop{
+		int32Prop("broker.id", "broker id, unique in the cluster", 0, math.MaxInt32, func(c *Config) *int32 { return &c.BrokerID }),
+		listProp("listeners", "NAME://host:port,... to listen on; an empty host means all interfaces", func(c *Config) *[]string { return &c.Listeners }),
+		listProp("advertised.listeners", "NAME://host:port,... given to clients and brokers (default: listeners)", func(c *Config) *[]string { return &c.AdvertisedListeners }),
+		{
+			name: "listener.security.protocol.map",
+			doc:  "NAME:PROTOCOL,... (only PLAINTEXT is supported)",
+			set: func(c *Config, v string) error {
+				m, err := parseProtocolMap(v)
+				c.ListenerSecurityProtocolMap = m
+				return err
+			},
+			get: func(c Config) string { return formatProtocolMap(c.ListenerSecurityProtocolMap) },
+		},
+		stringProp("inter.broker.listener.name", "listener other brokers connect to", func(c *Config) *string { return &c.InterBrokerListenerName }),
+		{
+			name: "log.dir",
+			doc:  "data directory, when log.dirs is not set",
+			set: func(c *Config, v string) error {
+				if v == "" {
+					return errors.New("empty directory")
+				}
+				c.LogDirs = []string{v}
+				return nil
+			},
+		},
+		listProp("log.dirs", "data directories, comma-separated", func(c *Config) *[]string { return &c.LogDirs }),
+		stringProp("broker.rack", "rack of this broker, for replica placement", func(c *Config) *string { return &c.BrokerRack }),
+
+		int32Prop("num.partitions", "partitions of auto-created topics", 1, math.MaxInt32, func(c *Config) *int32 { return &c.NumPartitions }),
+		int16Prop("default.replication.factor", "replication factor of auto-created topics", 1, func(c *Config) *int16 { return &c.DefaultReplicationFactor }),
+		boolProp("auto.create.topics.enable", "create topics on first metadata request or produce", func(c *Config) *bool { return &c.AutoCreateTopics }),
+		boolProp("delete.topic.enable", "allow DeleteTopics", func(c *Config) *bool { return &c.DeleteTopicEnable }),
+
+		int64Prop("log.segment.bytes", "segment file size before rolling", 14, math.MaxInt32, func(c *Config) *int64 { return &c.LogSegmentBytes }),
+		durationProp("log.roll.hours", "", time.Hour, 1, false, func(c *Config) *time.Duration { return &c.LogRollMs }).alias("segment age before rolling, in hours (log.roll.ms wins)"),
+		durationProp("log.roll.ms", "segment age before rolling", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.LogRollMs }),
+		durationProp("log.retention.hours", "", time.Hour, math.MinInt64, true, func(c *Config) *time.Duration { return &c.LogRetentionMs }).alias("retention in hours (log.retention.ms and .minutes win)"),
+		durationProp("log.retention.minutes", "", time.Minute, math.MinInt64, true, func(c *Config) *time.Duration { return &c.LogRetentionMs }).alias("retention in minutes (log.retention.ms wins)"),
+		durationProp("log.retention.ms", "time to keep a segment; -1 keeps forever", time.Millisecond, math.MinInt64, true, func(c *Config) *time.Duration { return &c.LogRetentionMs }),
+		int64Prop("log.retention.bytes", "partition size above which old segments go; -1 for no limit", math.MinInt64, math.MaxInt64, func(c *Config) *int64 { return &c.LogRetentionBytes }),
+		durationProp("log.retention.check.interval.ms", "how often retention runs", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.LogRetentionCheck }),
+		int32Prop("log.index.interval.bytes", "bytes between offset index entries", 0, math.MaxInt32, func(c *Config) *int32 { return &c.LogIndexIntervalBytes }),
+		int32Prop("log.index.size.max.bytes", "maximum size of an index file", 4, math.MaxInt32, func(c *Config) *int32 { return &c.LogIndexSizeMaxBytes }),
+		int64Prop("log.flush.interval.messages", "messages between fsyncs", 1, math.MaxInt64, func(c *Config) *int64 { return &c.LogFlushIntervalMsgs }),
+		durationProp("log.flush.interval.ms", "time between fsyncs; 0 never fsyncs by time", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.LogFlushIntervalMs }),
+		{
+			name: "log.message.timestamp.type",
+			doc:  "CreateTime or LogAppendTime",
+			set: func(c *Config, v string) error {
+				if v != TimestampCreateTime && v != TimestampLogAppendTime {
+					return fmt.Errorf("want %s or %s", TimestampCreateTime, TimestampLogAppendTime)
+				}
+				c.LogMessageTimestamp = v
+				return nil
+			},
+			get: func(c Config) string { return c.LogMessageTimestamp },
+		},
+
+		int32Prop("message.max.bytes", "largest record batch accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MessageMaxBytes }),
+		int32Prop("socket.request.max.bytes", "largest request accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+
+		stringProp("zookeeper.connect", "host:port,...[/chroot]; empty runs an embedded single node", func(c *Config) *string { return &c.ZookeeperConnect }),
+		durationProp("zookeeper.session.timeout.ms", "ZooKeeper session timeout", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ZookeeperSessionTimeout }),
+		durationProp("zookeeper.connection.timeout.ms", "ZooKeeper connect timeout (default: session timeout)", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ZookeeperConnectionTimeout }),
+
+		durationProp("replica.lag.time.max.ms", "a follower not caught up for this long leaves the ISR", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ReplicaLagTimeMax }),
+		int32Prop("min.insync.replicas", "ISR size needed for acks=all writes", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MinInsyncReplicas }),
+		boolProp("unclean.leader.election.enable", "let an out-of-sync replica lead (loses data)", func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),
+
+		int32Prop("offsets.topic.num.partitions", "partitions of __consumer_offsets", 1, math.MaxInt32, func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }),
+		int16Prop("offsets.topic.replication.factor", "replication factor of __consumer_offsets (capped by live brokers)", 1, func(c *Config) *int16 { return &c.OffsetsTopicReplicationFactor }),
+		durationProp("offsets.retention.minutes", "how long committed offsets of empty groups are kept", time.Minute, 1, false, func(c *Config) *time.Duration { return &c.OffsetsRetention }),
+		durationProp("group.initial.rebalance.delay.ms", "wait for more members before the first rebalance", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
+		durationProp("group.min.session.timeout.ms", "smallest session timeout a member may ask for", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),
+		durationProp("group.max.session.timeout.ms", "largest session timeout a member may ask for", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }),
+		durationProp("transactional.id.expiration.ms", "idle time before a transactional id expires", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
+		durationProp("producer.id.expiration.ms", "idle time before a producer id's state expires", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+
+		{
+			name: "kbroker.metrics.address",
+			doc:  "host:port for the Prometheus /metrics endpoint; empty disables it",
+			set: func(c *Config, v string) error {
+				if v != "" {
+					if _, _, err := net.SplitHostPort(v); err != nil {
+						return err
+					}
+				}
+				c.MetricsAddress = v
+				return nil
+			},
+			get: func(c Config) string { return c.MetricsAddress },
+		},
+	}
+}
+
+// alias marks p as another name for a setting whose canonical key comes
+// later in the table: it is parsed, but not reported by Properties.
+func (p prop) alias(doc string) prop {
+	p.doc = doc
+	p.get = nil
+	return p
+}
+
+func parseInt(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, errors.New("not an integer")
+	}
+	switch {
+	case n < lo:
+		return 0, fmt.Errorf("must be at least %d", lo)
+	case n > hi:
+		return 0, fmt.Errorf("must be at most %d", hi)
+	}
+	return n, nil
+}
+
+func int64Prop(name, doc string, lo, hi int64, field func(*Config) *int64) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, lo, hi)
+			*field(c) = n
+			return err
+		},
+		get: func(c Config) string { return strconv.FormatInt(*field(&c), 10) },
+	}
+}
+
+func int32Prop(name, doc string, lo, hi int64, field func(*Config) *int32) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, lo, hi)
+			*field(c) = int32(n)
+			return err
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(*field(&c)), 10) },
+	}
+}
+
+func int16Prop(name, doc string, lo int64, field func(*Config) *int16) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, lo, math.MaxInt16)
+			*field(c) = int16(n)
+			return err
+		},
+		get: func(c Config) string { return strconv.FormatInt(int64(*field(&c)), 10) },
+	}
+}
+
+func boolProp(name, doc string, field func(*Config) *bool) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			// Kafka's ConfigDef accepts true/false in any case, nothing else.
+			switch strings.ToLower(v) {
+			case "true":
+				*field(c) = true
+			case "false":
+				*field(c) = false
+			default:
+				return errors.New("want true or false")
+			}
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatBool(*field(&c)) },
+	}
+}
+
+func stringProp(name, doc string, field func(*Config) *string) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			*field(c) = v
+			return nil
+		},
+		get: func(c Config) string { return *field(&c) },
+	}
+}
+
+// listProp parses a comma-separated list; blanks around items and empty
+// items are dropped, as Kafka's LIST type does.
+func listProp(name, doc string, field func(*Config) *[]string) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			var items []string
+			for _, item := range strings.Split(v, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					items = append(items, item)
+				}
+			}
+			*field(c) = items
+			return nil
+		},
+		get: func(c Config) string { return strings.Join(*field(&c), ",") },
+	}
+}
+
+// durationProp parses an integer count of unit. With negativeForever,
+// every negative value means "forever" (RetainForever), as Kafka reads
+// log.retention.*. Values too large for a time.Duration (about 292 years)
+// are clamped to the largest one: they mean "never" either way.
+func durationProp(name, doc string, unit time.Duration, lo int64, negativeForever bool, field func(*Config) *time.Duration) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, lo, math.MaxInt64)
+			if err != nil {
+				return err
+			}
+			switch {
+			case negativeForever && n < 0:
+				*field(c) = RetainForever
+			case n > int64(math.MaxInt64/unit):
+				*field(c) = math.MaxInt64
+			default:
+				*field(c) = time.Duration(n) * unit
+			}
+			return nil
+		},
+		get: func(c Config) string {
+			d := *field(&c)
+			if negativeForever && d < 0 {
+				return "-1"
+			}
+			return strconv.FormatInt(int64(d/unit), 10)
+		},
+	}
+}
+
+// parseProtocolMap parses listener.security.protocol.map, NAME:PROTOCOL,...
+// Names are upper-cased as Kafka normalises them.
+func parseProtocolMap(v string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, proto, ok := strings.Cut(item, ":")
+		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("entry %q: want NAME:PROTOCOL", item)
+		}
+		switch proto {
+		case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
+		default:
+			return nil, fmt.Errorf("entry %q: unknown security protocol %s", item, proto)
+		}
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("listener name %s mapped twice", name)
+		}
+		m[name] = proto
+	}
+	return m, nil
+}
+
+func formatProtocolMap(m map[string]string) string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		names[i] = name + ":" + m[name]
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// TopicConfigDef describes one per-topic config: its Kafka name, the broker
+// property that supplies its default, and how to check a value.
+type TopicConfigDef struct {
+	Name         string
+	BrokerSource string // broker property the default comes from ("" = fixed default)
+	Validate     func(string) error
+	Default      func(Config) string
+}
+
+func validInt(minimum int64) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", s)
+		}
+		if n < minimum {
+			return fmt.Errorf("%d is below the minimum %d", n, minimum)
+		}
+		return nil
+	}
+}
+
+func validBool(s string) error {
+	if _, err := strconv.ParseBool(s); err != nil {
+		return fmt.Errorf("not a boolean: %q", s)
+	}
+	return nil
+}
+
+func validOneOf(values ...string) func(string) error {
+	return func(s string) error {
+		for _, v := range values {
+			if s == v {
+				return nil
+			}
+		}
+		return fmt.Errorf("%q is not one of %v", s, values)
+	}
+}
+
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+func itoa[T ~int16 | ~int32 | ~int64](n T) string { return strconv.FormatInt(int64(n), 10) }
+
+// TopicConfigs lists the per-topic configs kbroker knows, in Kafka's names.
+// A value set on a topic overrides the broker default.
+func TopicConfigs() []TopicConfigDef {
+	return []TopicConfigDef{
+		{"cleanup.policy", "log.cleanup.policy", validOneOf("delete", "compact", "compact,delete", "delete,compact"), func(Config) string { return "delete" }},
+		{"compression.type", "compression.type", validOneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), func(Config) string { return "producer" }},
+		{"retention.ms", "log.retention.ms", validInt(-1), func(c Config) string { return ms(c.LogRetentionMs) }},
+		{"retention.bytes", "log.retention.bytes", validInt(-1), func(c Config) string { return itoa(c.LogRetentionBytes) }},
+		{"segment.bytes", "log.segment.bytes", validInt(14), func(c Config) string { return itoa(c.LogSegmentBytes) }},
+		{"segment.ms", "log.roll.ms", validInt(1), func(c Config) string { return ms(c.LogRollMs) }},
+		{"segment.index.bytes", "log.index.size.max.bytes", validInt(4), func(c Config) string { return itoa(c.LogIndexSizeMaxBytes) }},
+		{"index.interval.bytes", "log.index.interval.bytes", validInt(0), func(c Config) string { return itoa(c.LogIndexIntervalBytes) }},
+		{"flush.messages", "log.flush.interval.messages", validInt(1), func(c Config) string { return itoa(c.LogFlushIntervalMsgs) }},
+		{"flush.ms", "log.flush.interval.ms", validInt(0), func(c Config) string {
+			if c.LogFlushIntervalMs <= 0 {
+				return "9223372036854775807"
+			}
+			return ms(c.LogFlushIntervalMs)
+		}},
+		{"max.message.bytes", "message.max.bytes", validInt(0), func(c Config) string { return itoa(c.MessageMaxBytes) }},
+		{"min.insync.replicas", "min.insync.replicas", validInt(1), func(c Config) string { return itoa(c.MinInsyncReplicas) }},
+		{"unclean.leader.election.enable", "unclean.leader.election.enable", validBool, func(c Config) string { return strconv.FormatBool(c.UncleanLeaderElectionEnable) }},
+		{"message.timestamp.type", "log.message.timestamp.type", validOneOf("CreateTime", "LogAppendTime"), func(c Config) string {
+			if c.LogMessageTimestamp == "" {
+				return "CreateTime"
+			}
+			return c.LogMessageTimestamp
+		}},
+	}
+}
+
+// TopicConfigDefFor returns the definition of a topic config name.
+func TopicConfigDefFor(name string) (TopicConfigDef, bool) {
+	for _, d := range TopicConfigs() {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return TopicConfigDef{}, false
+}
+
+// ValidateTopicConfig checks one topic config name and value.
+func ValidateTopicConfig(name, value string) error {
+	d, ok := TopicConfigDefFor(name)
+	if !ok {
+		return fmt.Errorf("unknown topic config %q", name)
+	}
+	if err := d.Validate(value); err != nil {
+		return fmt.Errorf("topic config %s: %w", name, err)
+	}
+	return nil
+}
+
+// EffectiveTopicConfig merges a topic's overrides over the broker defaults.
+func (c Config) EffectiveTopicConfig(overrides map[string]string) map[string]string {
+	out := make(map[string]string)
+	for _, d := range TopicConfigs() {
+		out[d.Name] = d.Default(c)
+	}
+	for k, v := range overrides {
+		out[k] = v
+	}
+	return out
+}

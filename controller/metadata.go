@@ -1,0 +1,89 @@
+// Package controller makes every cluster decision: topic creation and
+// assignment, leaders and leader epochs, ISR changes, topic configs and
+// producer id blocks. It runs on a Store: a local file for the embedded
+// single-node mode; ZooKeeper for clusters.
+package controller
+
+import "slices"
+
+// BrokerInfo is one live broker as the cluster sees it.
+type BrokerInfo struct {
+	ID   int32  `json:"id"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	Rack string `json:"rack,omitempty"`
+}
+
+// PartitionState is the replica assignment and leadership of one partition.
+type PartitionState struct {
+	Replicas    []int32 `json:"replicas"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+}
+
+// Topic is one topic's assignment and config overrides.
+type Topic struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"id"`
+	Partitions []PartitionState  `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// Metadata is an immutable snapshot of the cluster: never modify a
+// snapshot; the controller builds a new one for every change.
+type Metadata struct {
+	ClusterID    string            `json:"cluster_id"`
+	ControllerID int32             `json:"controller_id"`
+	Brokers      []BrokerInfo      `json:"brokers"`
+	Topics       map[string]*Topic `json:"topics"`
+}
+
+// Broker returns the broker with id.
+func (m *Metadata) Broker(id int32) (BrokerInfo, bool) {
+	for _, b := range m.Brokers {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return BrokerInfo{}, false
+}
+
+// TopicByID finds a topic by its UUID.
+func (m *Metadata) TopicByID(id [16]byte) (*Topic, bool) {
+	for _, t := range m.Topics {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// clone deep-copies m so a change never touches a published snapshot.
+func (m *Metadata) clone() *Metadata {
+	out := &Metadata{
+		ClusterID:    m.ClusterID,
+		ControllerID: m.ControllerID,
+		Brokers:      slices.Clone(m.Brokers),
+		Topics:       make(map[string]*Topic, len(m.Topics)),
+	}
+	for name, t := range m.Topics {
+		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}
+		for i, p := range t.Partitions {
+			nt.Partitions[i] = PartitionState{
+				Replicas:    slices.Clone(p.Replicas),
+				Leader:      p.Leader,
+				LeaderEpoch: p.LeaderEpoch,
+				ISR:         slices.Clone(p.ISR),
+			}
+		}
+		if t.Configs != nil {
+			nt.Configs = make(map[string]string, len(t.Configs))
+			for k, v := range t.Configs {
+				nt.Configs[k] = v
+			}
+		}
+		out.Topics[name] = nt
+	}
+	return out
+}

@@ -1,0 +1,195 @@
+package coordinator
+
+// __consumer_offsets record encoding, as Kafka's GroupMetadataManager writes
+// it (see kafka/coordinator/group/GroupMetadataManager.scala and the
+// OffsetCommitKey / GroupMetadataKey message schemas):
+//
+//	key version 0, 1: OffsetCommitKey   {group, topic, partition}
+//	key version 2:    GroupMetadataKey  {group}
+//
+// We write offset keys at version 1 with OffsetCommitValue version 3 (leader
+// epoch, no expire timestamp), and group keys at version 2 with
+// GroupMetadataValue version 3 (static instance ids, state timestamp). A nil
+// value is a tombstone. Records travel in one uncompressed v2 batch per
+// write, base offset 0 (the replica layer assigns offsets), producer id -1.
+//
+// COMPACTION: the segment layer does not compact, so __consumer_offsets
+// grows with every commit and only time/size retention bounds it. Because
+// BecomeLeader replays the whole partition, deleting old segments without
+// compaction would lose live offsets. Until log compaction (or a snapshot
+// rewrite) exists, __consumer_offsets must be configured with unlimited
+// retention and its load time grows with the commit history.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kbroker/kbroker/recordbatch"
+)
+
+const (
+	offsetKeyVersion   = 1
+	offsetValueVersion = 3
+	groupKeyVersion    = 2
+	groupValueVersion  = 3
+)
+
+// record is one key/value pair of a __consumer_offsets batch; value nil is a
+// tombstone.
+type record struct {
+	key   []byte
+	value []byte
+}
+
+func offsetKey(group, topic string, partition int32) []byte {
+	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: topic, Partition: partition}
+	return k.AppendTo(nil)
+}
+
+func offsetRecord(group string, tp topicPartition, o offsetEntry) record {
+	v := kmsg.NewOffsetCommitValue()
+	v.Version = offsetValueVersion
+	v.Offset = o.offset
+	v.LeaderEpoch = o.leaderEpoch
+	v.Metadata = o.metadata
+	v.CommitTimestamp = o.commitTime.UnixMilli()
+	return record{key: offsetKey(group, tp.topic, tp.partition), value: v.AppendTo(nil)}
+}
+
+func offsetTombstone(group string, tp topicPartition) record {
+	return record{key: offsetKey(group, tp.topic, tp.partition)}
+}
+
+func groupKey(group string) []byte {
+	k := kmsg.GroupMetadataKey{Version: groupKeyVersion, Group: group}
+	return k.AppendTo(nil)
+}
+
+func groupTombstone(group string) record { return record{key: groupKey(group)} }
+
+func groupRecord(group string, v *kmsg.GroupMetadataValue) record {
+	v.Version = groupValueVersion
+	return record{key: groupKey(group), value: v.AppendTo(nil)}
+}
+
+// buildBatch encodes records as one uncompressed v2 record batch with base
+// offset 0 and a valid CRC.
+func buildBatch(records []record, nowMillis int64) []byte {
+	var recs []byte
+	for i, r := range records {
+		body := kmsg.Record{
+			OffsetDelta: int32(i),
+			Key:         r.key,
+			Value:       r.value,
+		}
+		enc := body.AppendTo(nil) // Length 0 encodes as one byte
+		body.Length = int32(len(enc) - 1)
+		recs = body.AppendTo(recs)
+	}
+	b := kmsg.RecordBatch{
+		FirstOffset:          0,
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           0,
+		LastOffsetDelta:      int32(len(records) - 1),
+		FirstTimestamp:       nowMillis,
+		MaxTimestamp:         nowMillis,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(records)),
+		Records:              recs,
+	}
+	out := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-recordbatch.LogOverhead))
+	recordbatch.SetCRC(out)
+	return out
+}
+
+// decodeBatch returns the records of one v2 batch. Compressed batches are
+// rejected: the coordinator only reads what it wrote. Control batches
+// (transaction markers) carry no group records and are skipped.
+func decodeBatch(batch []byte) ([]record, error) {
+	h, err := recordbatch.Validate(batch)
+	if err != nil {
+		return nil, err
+	}
+	if h.IsControl() {
+		return nil, nil
+	}
+	if h.Compression() != 0 {
+		return nil, fmt.Errorf("compressed __consumer_offsets batch (codec %d) not supported", h.Compression())
+	}
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(batch[:h.Size()]); err != nil {
+		return nil, fmt.Errorf("decode batch: %w", err)
+	}
+	src := b.Records
+	out := make([]record, 0, b.NumRecords)
+	for len(src) > 0 {
+		l, n := binary.Varint(src)
+		if n <= 0 || l < 0 || int64(len(src)-n) < l {
+			return nil, errors.New("truncated record in __consumer_offsets batch")
+		}
+		var r kmsg.Record
+		if err := r.ReadFrom(src[:n+int(l)]); err != nil {
+			return nil, fmt.Errorf("decode record: %w", err)
+		}
+		out = append(out, record{key: r.Key, value: r.Value})
+		src = src[n+int(l):]
+	}
+	return out, nil
+}
+
+// parsedRecord is one decoded __consumer_offsets record.
+type parsedRecord struct {
+	group     string
+	isOffset  bool // else group metadata
+	tp        topicPartition
+	offset    *kmsg.OffsetCommitValue  // nil: tombstone
+	groupMeta *kmsg.GroupMetadataValue // nil: tombstone
+}
+
+// parseRecord decodes a key/value pair. ok is false for key versions this
+// coordinator does not know (Kafka's transaction or newer coordinator
+// records), which are skipped.
+func parseRecord(r record) (p parsedRecord, ok bool, err error) {
+	if len(r.key) < 2 {
+		return p, false, errors.New("short __consumer_offsets key")
+	}
+	switch version := int16(binary.BigEndian.Uint16(r.key)); version {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(r.key); err != nil {
+			return p, false, fmt.Errorf("offset key: %w", err)
+		}
+		p = parsedRecord{group: k.Group, isOffset: true, tp: topicPartition{k.Topic, k.Partition}}
+		if r.value != nil {
+			v := new(kmsg.OffsetCommitValue)
+			if err := v.ReadFrom(r.value); err != nil {
+				return p, false, fmt.Errorf("offset value: %w", err)
+			}
+			p.offset = v
+		}
+		return p, true, nil
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(r.key); err != nil {
+			return p, false, fmt.Errorf("group key: %w", err)
+		}
+		p = parsedRecord{group: k.Group}
+		if r.value != nil {
+			v := new(kmsg.GroupMetadataValue)
+			if err := v.ReadFrom(r.value); err != nil {
+				return p, false, fmt.Errorf("group value: %w", err)
+			}
+			p.groupMeta = v
+		}
+		return p, true, nil
+	default:
+		return p, false, nil
+	}
+}

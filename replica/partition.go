@@ -1,0 +1,323 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// PartitionConfig is the per-topic configuration a partition acts on.
+type PartitionConfig struct {
+	Log                 segment.Config
+	MinInsyncReplicas   int32
+	LogAppendTime       bool // message.timestamp.type=LogAppendTime
+	MaxMessageBytes     int32
+	UncleanLeaderElect  bool
+	RetentionCheckEvery time.Duration
+}
+
+// Partition is one partition replica on this broker.
+//
+// Lock order: Partition.mu before the segment.Log's own lock. Reads of the
+// log happen without mu (the log has its own lock); only the bounds
+// (high watermark) are taken under mu.
+type Partition struct {
+	tp      TopicPartition
+	topicID [16]byte
+	log     *segment.Log
+	logger  *slog.Logger
+
+	// mu guards every field below.
+	mu            sync.Mutex
+	cfg           PartitionConfig
+	isLeader      bool
+	leaderEpoch   int32
+	isr           []int32
+	highWatermark int64
+	producers     *producerStates
+	// changed is closed and replaced whenever the log end or the high
+	// watermark moves, so waiters never miss a wake-up: they take the
+	// channel under mu, release mu, then select on it.
+	changed chan struct{}
+}
+
+// TopicPartition returns the partition's name.
+func (p *Partition) TopicPartition() TopicPartition { return p.tp }
+
+// TopicID returns the topic's UUID.
+func (p *Partition) TopicID() [16]byte { return p.topicID }
+
+// Log returns the partition's log (for reads that need no partition state).
+func (p *Partition) Log() *segment.Log { return p.log }
+
+// notifyLocked wakes every waiter on the partition.
+func (p *Partition) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of the log end offset
+// or the high watermark.
+func (p *Partition) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// State is a consistent snapshot of the partition's offsets and role.
+type State struct {
+	IsLeader       bool
+	LeaderEpoch    int32
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// State returns the partition's offsets and role.
+func (p *Partition) State() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stateLocked()
+}
+
+func (p *Partition) stateLocked() State {
+	return State{
+		IsLeader:       p.isLeader,
+		LeaderEpoch:    p.leaderEpoch,
+		HighWatermark:  p.highWatermark,
+		LogStartOffset: p.log.StartOffset(),
+		LogEndOffset:   p.log.EndOffset(),
+	}
+}
+
+// SetConfig applies changed topic configuration.
+func (p *Partition) SetConfig(cfg PartitionConfig) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg = cfg
+	p.log.SetConfig(cfg.Log)
+}
+
+// CheckLeaderEpoch validates a client's current leader epoch (-1 = not
+// sent) against this leader's, as Kafka's KIP-320 fencing.
+func (p *Partition) CheckLeaderEpoch(clientEpoch int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checkLeaderLocked(clientEpoch)
+}
+
+func (p *Partition) checkLeaderLocked(clientEpoch int32) error {
+	if !p.isLeader {
+		return kerr.NotLeaderForPartition
+	}
+	switch {
+	case clientEpoch < 0 || clientEpoch == p.leaderEpoch:
+		return nil
+	case clientEpoch < p.leaderEpoch:
+		return kerr.FencedLeaderEpoch
+	default:
+		return kerr.UnknownLeaderEpoch
+	}
+}
+
+// AppendResult is what a leader append reports to the producer.
+type AppendResult struct {
+	BaseOffset     int64
+	LastOffset     int64
+	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+}
+
+// AppendAsLeader appends validated batches from a producer: it checks
+// leadership, min.insync.replicas for acks=all, idempotent sequences; assigns
+// offsets and the leader epoch; writes the log; and advances the high
+// watermark as far as the ISR allows. It does not wait for replication: use
+// WaitForHighWatermark for acks=all.
+func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Header, requiredAcks int16, now time.Time) (AppendResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isLeader {
+		return AppendResult{}, kerr.NotLeaderForPartition
+	}
+	if requiredAcks == -1 && int32(len(p.isr)) < p.cfg.MinInsyncReplicas {
+		return AppendResult{}, kerr.NotEnoughReplicas
+	}
+	res := AppendResult{BaseOffset: -1, LogAppendTime: -1}
+	// Kafka checks every batch before writing any, so a bad sequence in a
+	// later batch appends nothing.
+	for i, h := range headers {
+		c, err := p.producers.check(h)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if c.duplicate != nil {
+			if len(headers) != 1 {
+				return AppendResult{}, fmt.Errorf("%w: duplicate batch %d of %d in one request", kerr.DuplicateSequenceNumber, i, len(headers))
+			}
+			res.BaseOffset = c.duplicate.baseOffset
+			res.LastOffset = c.duplicate.baseOffset + int64(h.LastOffsetDelta)
+			res.LogAppendTime = c.duplicate.timestamp
+			res.LogStartOffset = p.log.StartOffset()
+			return res, nil
+		}
+	}
+	if p.cfg.LogAppendTime {
+		res.LogAppendTime = now.UnixMilli()
+	}
+	for i, batch := range batches {
+		h := headers[i]
+		h.BaseOffset = p.log.EndOffset()
+		h.PartitionLeaderEpoch = p.leaderEpoch
+		recordbatch.SetBaseOffset(batch, h.BaseOffset)
+		recordbatch.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
+		if p.cfg.LogAppendTime {
+			recordbatch.SetLogAppendTime(batch, res.LogAppendTime)
+			h.MaxTimestamp = res.LogAppendTime
+		}
+		if err := p.log.Append(batch, h); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %s: %w", p.tp, err)
+		}
+		p.producers.update(h, res.LogAppendTime)
+		if i == 0 {
+			res.BaseOffset = h.BaseOffset
+		}
+		res.LastOffset = h.LastOffset()
+	}
+	p.maybeIncrementHighWatermarkLocked()
+	p.notifyLocked()
+	res.LogStartOffset = p.log.StartOffset()
+	return res, nil
+}
+
+// maybeIncrementHighWatermarkLocked moves the high watermark to the smallest
+// log end offset among ISR members. With this broker the only ISR member
+// (single node), that is the local log end offset.
+func (p *Partition) maybeIncrementHighWatermarkLocked() {
+	hw := p.log.EndOffset()
+	if hw > p.highWatermark {
+		p.highWatermark = hw
+	}
+}
+
+// WaitForHighWatermark blocks until the high watermark passes offset
+// (acks=all), leadership is lost, or ctx ends.
+func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) error {
+	for {
+		p.mu.Lock()
+		if !p.isLeader {
+			p.mu.Unlock()
+			return kerr.NotLeaderForPartition
+		}
+		if p.highWatermark > offset {
+			p.mu.Unlock()
+			return nil
+		}
+		if int32(len(p.isr)) < p.cfg.MinInsyncReplicas {
+			p.mu.Unlock()
+			return kerr.NotEnoughReplicasAfterAppend
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return kerr.RequestTimedOut
+		}
+	}
+}
+
+// ReadResult is what a fetch of one partition returns.
+type ReadResult struct {
+	Records []byte
+	State
+}
+
+// Read reads batches from offset for a consumer: only below the high
+// watermark. maxBytes bounds the result, except that the first batch is
+// returned whole when minOneBatch is set.
+func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpoch int32) (ReadResult, error) {
+	p.mu.Lock()
+	if err := p.checkLeaderLocked(clientEpoch); err != nil {
+		p.mu.Unlock()
+		return ReadResult{}, err
+	}
+	st := p.stateLocked()
+	p.mu.Unlock()
+	res := ReadResult{State: st}
+	if offset < st.LogStartOffset || offset > st.LogEndOffset {
+		return res, kerr.OffsetOutOfRange
+	}
+	if offset >= st.HighWatermark {
+		return res, nil
+	}
+	recs, err := p.log.Read(offset, maxBytes, st.HighWatermark, minOneBatch)
+	if err != nil {
+		return res, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
+	}
+	res.Records = recs
+	return res, nil
+}
+
+// DeleteRecordsBefore raises the log start offset (DeleteRecords). offset -1
+// means the high watermark.
+func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isLeader {
+		return -1, kerr.NotLeaderForPartition
+	}
+	if offset == -1 {
+		offset = p.highWatermark
+	}
+	if offset < 0 || offset > p.highWatermark {
+		return -1, kerr.OffsetOutOfRange
+	}
+	if offset > p.log.StartOffset() {
+		if err := p.log.SetStartOffset(offset); err != nil {
+			return -1, fmt.Errorf("delete records of %s before %d: %w", p.tp, offset, err)
+		}
+	}
+	return p.log.StartOffset(), nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch for this leader.
+func (p *Partition) EndOffsetForEpoch(clientEpoch, epoch int32) (int32, int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLeaderLocked(clientEpoch); err != nil {
+		return -1, -1, err
+	}
+	e, off := p.log.EndOffsetForEpoch(epoch)
+	return e, off, nil
+}
+
+// enforceRetention deletes segments past retention, never above the high
+// watermark.
+func (p *Partition) enforceRetention(now time.Time) error {
+	p.mu.Lock()
+	hw := p.highWatermark
+	p.mu.Unlock()
+	_, err := p.log.DeleteOldSegments(now, hw)
+	return err
+}
+
+// MaxMessageBytes is the topic's max.message.bytes.
+func (p *Partition) MaxMessageBytes() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.MaxMessageBytes
+}

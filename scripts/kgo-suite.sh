@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs franz-go's own pkg/kgo integration tests (the franz-go version in
+# go.mod) against a fresh embedded kbroker, and prints the pass/fail count.
+# Usage: scripts/kgo-suite.sh [extra go test flags, e.g. -test.run 'TestGroup']
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'kill "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+port=${KGO_PORT:-19092}
+go build -o "$work/kbroker" ./cmd/kbroker
+go test -c -o "$work/kgo.test" github.com/twmb/franz-go/pkg/kgo
+kgo_dir=$(go list -f '{{.Dir}}' github.com/twmb/franz-go/pkg/kgo)
+
+"$work/kbroker" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$work/data" \
+	--override group.initial.rebalance.delay.ms=0 >"$work/broker.log" 2>&1 &
+broker_pid=$!
+for _ in $(seq 100); do
+	if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+	sleep 0.1
+done
+
+set +e
+(cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_RF=1 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-10000} \
+	"$work/kgo.test" -test.v -test.timeout "${KGO_TIMEOUT:-10m}" "$@") >"$work/kgo.out" 2>&1
+rc=$?
+set -e
+grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok|panic)' "$work/kgo.out" | grep -E '^--- |^panic' || true
+pass=$(grep -c '^--- PASS' "$work/kgo.out" || true)
+fail=$(grep -c '^--- FAIL' "$work/kgo.out" || true)
+skip=$(grep -c '^--- SKIP' "$work/kgo.out" || true)
+cp "$work/kgo.out" "${KGO_OUT:-/tmp/kgo-suite.out}"
+cp "$work/broker.log" "${KGO_BROKER_LOG:-/tmp/kgo-suite-broker.log}"
+echo "kgo suite: $pass passed, $fail failed, $skip skipped (exit $rc; full output in ${KGO_OUT:-/tmp/kgo-suite.out})"
+exit $rc

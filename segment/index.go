@@ -1,0 +1,240 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// errIndexCorrupt marks an index file that fails its sanity check; the
+// segment rebuilds such an index from its batches.
+var errIndexCorrupt = errors.New("index corrupt")
+
+// mmapFile is an index file of fixed-size entries, memory-mapped read-write
+// (MAP_SHARED) as Kafka's AbstractIndex does. The file of the active segment
+// is preallocated to the maximum index size; entries says how many entries
+// at the front are in use. When the segment stops being active (roll) and on
+// Close the file is trimmed to entries*entrySize bytes, so that a cleanly
+// closed index holds exactly its entries.
+//
+// An mmapFile is not safe for concurrent use; the Log's mu serialises access
+// (writers hold it exclusively, readers shared).
+type mmapFile struct {
+	path      string
+	file      *os.File
+	data      []byte // the mapping; len(data) is the file size
+	entrySize int
+	entries   int
+	// misaligned is set at open when the file size was not a multiple of
+	// the entry size (a sign of damage).
+	misaligned bool
+}
+
+// openMmapFile opens (creating if needed) and maps an index file as it is.
+// Every whole entry in the file counts as used; callers drop trailing zero
+// entries and run the sanity check.
+func openMmapFile(path string, entrySize int) (*mmapFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m := &mmapFile{path: path, file: f, entrySize: entrySize}
+	size := st.Size()
+	if size%int64(entrySize) != 0 {
+		m.misaligned = true
+		size -= size % int64(entrySize)
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := m.mapLen(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.entries = int(size) / entrySize
+	return m, nil
+}
+
+func (m *mmapFile) mapLen(n int64) error {
+	if n == 0 {
+		m.data = nil
+		return nil
+	}
+	b, err := unix.Mmap(int(m.file.Fd()), 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", m.path, err)
+	}
+	m.data = b
+	return nil
+}
+
+func (m *mmapFile) unmap() error {
+	if m.data == nil {
+		return nil
+	}
+	err := unix.Munmap(m.data)
+	m.data = nil
+	return err
+}
+
+// maxEntries is the number of entries the current mapping can hold.
+func (m *mmapFile) maxEntries() int { return len(m.data) / m.entrySize }
+
+// resize changes the file (and mapping) size to n bytes rounded down to a
+// whole number of entries, never below the used entries.
+func (m *mmapFile) resize(n int64) error {
+	n -= n % int64(m.entrySize)
+	if used := int64(m.entries * m.entrySize); n < used {
+		n = used
+	}
+	if n == int64(len(m.data)) {
+		return nil
+	}
+	if err := m.unmap(); err != nil {
+		return fmt.Errorf("munmap %s: %w", m.path, err)
+	}
+	if err := m.file.Truncate(n); err != nil {
+		return err
+	}
+	return m.mapLen(n)
+}
+
+// truncateEntries keeps the first n entries and zeroes the rest, so that a
+// preallocated file still ends in zero entries after a crash.
+func (m *mmapFile) truncateEntries(n int) {
+	if n >= m.entries {
+		return
+	}
+	clear(m.data[n*m.entrySize : m.entries*m.entrySize])
+	m.entries = n
+}
+
+// dropTrailingZeros forgets all-zero entries at the end: the unused tail of
+// a preallocated file that was not trimmed (unclean shutdown). An all-zero
+// first entry is dropped too; for the offset index that loses at most a
+// hint equal to "base offset at position 0", for the time index a
+// meaningless timestamp 0.
+func (m *mmapFile) dropTrailingZeros() {
+	for m.entries > 0 {
+		e := m.data[(m.entries-1)*m.entrySize : m.entries*m.entrySize]
+		for _, b := range e {
+			if b != 0 {
+				return
+			}
+		}
+		m.entries--
+	}
+}
+
+func (m *mmapFile) entry(i int) []byte {
+	return m.data[i*m.entrySize : (i+1)*m.entrySize]
+}
+
+func (m *mmapFile) sync() error { return m.file.Sync() }
+
+func (m *mmapFile) close() error {
+	err := m.unmap()
+	if cerr := m.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// offsetIndex is Kafka's .index: 8-byte entries of (relative offset int32,
+// physical position int32), big endian. As in Kafka's LogSegment.append, an
+// entry maps a batch's LAST offset to the file position where that batch
+// STARTS, and one is added when more than IndexIntervalBytes were appended
+// since the previous entry. Entries are strictly increasing in both fields.
+type offsetIndex struct {
+	mmapFile
+	base int64
+}
+
+const offsetIndexEntrySize = 8
+
+func openOffsetIndex(path string, base int64) (*offsetIndex, error) {
+	m, err := openMmapFile(path, offsetIndexEntrySize)
+	if err != nil {
+		return nil, err
+	}
+	return &offsetIndex{mmapFile: *m, base: base}, nil
+}
+
+func (x *offsetIndex) at(i int) (offset int64, pos int32) {
+	e := x.entry(i)
+	return x.base + int64(int32(binary.BigEndian.Uint32(e))), int32(binary.BigEndian.Uint32(e[4:]))
+}
+
+func (x *offsetIndex) isFull() bool { return x.entries >= x.maxEntries() }
+
+// lastOffset is the offset of the last entry, or base when empty.
+func (x *offsetIndex) lastOffset() int64 {
+	if x.entries == 0 {
+		return x.base
+	}
+	o, _ := x.at(x.entries - 1)
+	return o
+}
+
+func (x *offsetIndex) append(offset int64, pos int32) error {
+	if x.isFull() {
+		return fmt.Errorf("offset index %s is full (%d entries)", x.path, x.entries)
+	}
+	if x.entries > 0 && offset <= x.lastOffset() {
+		return fmt.Errorf("offset index %s: offset %d not above last entry %d", x.path, offset, x.lastOffset())
+	}
+	e := x.data[x.entries*offsetIndexEntrySize:]
+	binary.BigEndian.PutUint32(e, uint32(int32(offset-x.base)))
+	binary.BigEndian.PutUint32(e[4:], uint32(pos))
+	x.entries++
+	return nil
+}
+
+// lookup returns the entry with the largest offset <= target, or (base, 0).
+// The batch containing target starts at or after the returned position.
+func (x *offsetIndex) lookup(target int64) (int64, int32) {
+	i := sort.Search(x.entries, func(i int) bool {
+		o, _ := x.at(i)
+		return o > target
+	})
+	if i == 0 {
+		return x.base, 0
+	}
+	return x.at(i - 1)
+}
+
+// truncateTo removes the entries whose offset is >= offset.
+func (x *offsetIndex) truncateTo(offset int64) {
+	x.truncateEntries(sort.Search(x.entries, func(i int) bool {
+		o, _ := x.at(i)
+		return o >= offset
+	}))
+}
+
+// check is Kafka's sanity check, a bit stricter: entries strictly
+// increasing, relative offsets non-negative, positions inside the log file.
+func (x *offsetIndex) check(logSize int64) error {
+	if x.misaligned {
+		return fmt.Errorf("%w: %s size is not a multiple of %d", errIndexCorrupt, x.path, offsetIndexEntrySize)
+	}
+	prevOff, prevPos := int64(-1), int32(-1)
+	for i := 0; i < x.entries; i++ {
+		o, p := x.at(i)
+		if o < x.base || p < 0 || o <= prevOff || p <= prevPos || int64(p) >= logSize {
+			return fmt.Errorf("%w: %s entry %d (offset %d, position %d) out of order or beyond log size %d",
+				errIndexCorrupt, x.path, i, o, p, logSize)
+		}
+		prevOff, prevPos = o, p
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce: v0-11
+//
+// Behaviour:
+// * Only v2 record batches (magic 2) are stored; older message formats
+//   (which clients send only with Produce v0-2) get
+//   UNSUPPORTED_FOR_MESSAGE_FORMAT. v0 is advertised because librdkafka
+//   before 2.11 disables compression unless it is.
+// * Each batch is validated (length, CRC-32C, counts, max.message.bytes)
+//   before anything is written; the broker sets only base offset and
+//   partition leader epoch, so batches stay byte-for-byte as sent.
+// * acks=-1 waits until the high watermark passes the batch or
+//   TimeoutMillis passes; acks=0 gets no response at all.
+//
+// Version notes:
+// * v2: LogAppendTime
+// * v3: transactional id, record batch v2 only
+// * v5: LogStartOffset
+// * v8: record errors and error message
+// * v9: flexible
+
+func init() { registerAPI(kmsg.Produce.Int16(), 0, 11, handleProduce) }
+
+func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	now := time.Now()
+
+	type pending struct {
+		part       *replica.Partition
+		lastOffset int64
+		out        *kmsg.ProduceResponseTopicPartition
+	}
+	var waits []pending
+
+	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti, rt := range req.Topics {
+		st := &resp.Topics[ti]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for pi, rp := range rt.Partitions {
+			sp := &st.Partitions[pi]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			setErr := func(err error) {
+				sp.ErrorCode = protocol.ErrorCode(err)
+				if req.Version >= 8 {
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+				}
+			}
+			if !validAcks {
+				setErr(kerr.InvalidRequiredAcks)
+				continue
+			}
+			part, err := b.produceTarget(rt.Topic, rp.Partition)
+			if err != nil {
+				setErr(err)
+				continue
+			}
+			batches, headers, err := protocol.ValidateProduceRecords(rp.Records, part.MaxMessageBytes())
+			if err != nil {
+				setErr(err)
+				continue
+			}
+			res, err := part.AppendAsLeader(batches, headers, req.Acks, now)
+			if err != nil {
+				setErr(err)
+				continue
+			}
+			sp.BaseOffset = res.BaseOffset
+			sp.LogAppendTime = res.LogAppendTime
+			sp.LogStartOffset = res.LogStartOffset
+			if req.Acks == -1 {
+				waits = append(waits, pending{part: part, lastOffset: res.LastOffset, out: sp})
+			}
+		}
+	}
+	if req.Acks == 0 {
+		return nil, nil
+	}
+	if len(waits) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+		for _, w := range waits {
+			if err := w.part.WaitForHighWatermark(wctx, w.lastOffset); err != nil {
+				w.out.ErrorCode = protocol.ErrorCode(err)
+				w.out.BaseOffset = -1
+			}
+		}
+	}
+	return resp, nil
+}
+
+// produceTarget finds the partition a produce goes to, creating the topic
+// when auto creation is on.
+func (b *Broker) produceTarget(topic string, partition int32) (*replica.Partition, error) {
+	part, err := b.localPartition(topic, partition)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) && b.cfg.AutoCreateTopics {
+		if _, exists := b.controller.Metadata().Topics[topic]; !exists {
+			if _, cerr := b.autoCreateTopic(topic); cerr != nil {
+				return nil, cerr
+			}
+			return b.localPartition(topic, partition)
+		}
+	}
+	return part, err
+}

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"time"
+
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: v0-16
+//
+// Behaviour:
+// * Consumers read below the high watermark only (read_committed and
+//   read_uncommitted alike: there are no transactions yet).
+// * Long poll: the request waits until MinBytes are available or MaxWait
+//   passes, waking as soon as any requested partition's log or high
+//   watermark moves (no polling).
+// * Byte limits: MaxBytes for the response and MaxBytes per partition, but
+//   the first batch of the first partition with data is returned whole even
+//   if larger (KIP-74), so a consumer can always progress.
+// * Incremental fetch sessions (KIP-227) from v7.
+// * Batches are served as stored (v2). Kafka down-converts for Fetch v0-3;
+//   kbroker does not, which the clients that still send v0-3 (sarama,
+//   librdkafka, kafka-python) read anyway as they detect the magic byte.
+//
+// Version notes:
+// * v4: isolation level, last stable offset, aborted transactions
+// * v5: log start offset
+// * v7: fetch sessions
+// * v9: current leader epoch (KIP-320 fencing)
+// * v11: rack id, preferred read replica
+// * v12: flexible, diverging epoch
+// * v13: topic ids
+// * v15: replica state replaces replica id
+// * v16: node endpoints
+
+func init() { registerAPI(kmsg.Fetch.Int16(), 0, 16, handleFetch) }
+
+// fetchTarget is one partition to read in this fetch.
+type fetchTarget struct {
+	sp   *sessionPartition
+	part *replica.Partition
+	err  error
+	out  kmsg.FetchResponseTopicPartition
+	// include says the partition goes in the response (always for full
+	// fetches; for incremental ones only when something changed).
+	include bool
+}
+
+func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	now := time.Now()
+	md := b.controller.Metadata()
+
+	// Resolve topic ids (v13+) to names.
+	nameOf := func(topic string, id [16]byte) (string, bool) {
+		if req.Version < 13 {
+			return topic, true
+		}
+		t, ok := md.TopicByID(id)
+		if !ok {
+			return "", false
+		}
+		return t.Name, true
+	}
+
+	var session *fetchSession
+	incremental := false
+	unknownIDs := map[[16]byte][]int32{}
+	var requested []sessionPartition
+	for _, rt := range req.Topics {
+		name, ok := nameOf(rt.Topic, rt.TopicID)
+		for _, rp := range rt.Partitions {
+			if !ok {
+				unknownIDs[rt.TopicID] = append(unknownIDs[rt.TopicID], rp.Partition)
+				continue
+			}
+			requested = append(requested, sessionPartition{
+				topic: name, topicID: rt.TopicID, partition: rp.Partition,
+				fetchOffset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, currentLeaderEpoch: rp.CurrentLeaderEpoch,
+			})
+		}
+	}
+
+	switch {
+	case req.Version < 7 || (req.SessionID == 0 && req.SessionEpoch == -1):
+		// No session.
+	case req.SessionID == 0 && req.SessionEpoch == 0:
+		session = b.fetches.create(now)
+		if session != nil {
+			for _, sp := range requested {
+				session.upsert(sp)
+			}
+			resp.SessionID = session.id
+		}
+	case req.SessionEpoch == -1:
+		b.fetches.remove(req.SessionID)
+	default:
+		s, err := b.fetches.get(req.SessionID, req.SessionEpoch, now)
+		if err != nil {
+			resp.ErrorCode = protocol.ErrorCode(err)
+			return resp, nil
+		}
+		session, incremental = s, true
+		for _, sp := range requested {
+			session.upsert(sp)
+		}
+		for _, ft := range req.ForgottenTopics {
+			name, ok := nameOf(ft.Topic, ft.TopicID)
+			if !ok {
+				continue
+			}
+			for _, p := range ft.Partitions {
+				session.forget(sessionKey{name, p})
+			}
+		}
+		resp.SessionID = session.id
+	}
+
+	var targets []*fetchTarget
+	if session != nil {
+		for _, k := range session.order {
+			targets = append(targets, &fetchTarget{sp: session.parts[k]})
+		}
+	} else {
+		for i := range requested {
+			targets = append(targets, &fetchTarget{sp: &requested[i]})
+		}
+	}
+	for _, t := range targets {
+		t.part, t.err = b.localPartition(t.sp.topic, t.sp.partition)
+		if t.err == nil && t.sp.topicID == [16]byte{} {
+			t.sp.topicID = t.part.TopicID()
+		}
+	}
+
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = int(b.cfg.SocketRequestMaxBytes)
+	}
+	deadline := now.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	for {
+		// Take the wake-up channels before reading, so an append between
+		// the read and the wait is not missed.
+		waitOn := make([]<-chan struct{}, 0, len(targets))
+		for _, t := range targets {
+			if t.part != nil {
+				waitOn = append(waitOn, t.part.Changed())
+			}
+		}
+		total, news := readFetchTargets(targets, maxBytes, incremental)
+		if total >= int(req.MinBytes) || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
+			break
+		}
+		if !waitAny(ctx, waitOn, deadline) {
+			readFetchTargets(targets, maxBytes, incremental)
+			break
+		}
+	}
+
+	// Assemble the response in request (or session) order.
+	byTopic := map[string]int{}
+	for _, t := range targets {
+		if !t.include {
+			continue
+		}
+		if t.sp != nil && session != nil && t.err == nil {
+			t.sp.sentHighWatermark = t.out.HighWatermark
+			t.sp.sentLogStartOffset = t.out.LogStartOffset
+		}
+		i, ok := byTopic[t.sp.topic]
+		if !ok {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = t.sp.topic
+			rt.TopicID = t.sp.topicID
+			resp.Topics = append(resp.Topics, rt)
+			i = len(resp.Topics) - 1
+			byTopic[t.sp.topic] = i
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, t.out)
+	}
+	for id, parts := range unknownIDs {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.TopicID = id
+		for _, p := range parts {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p
+			rp.ErrorCode = kerr.UnknownTopicID.Code
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// readFetchTargets reads every target once, filling out. It returns the
+// bytes read and whether an incremental response has something to say
+// other than records (an error or changed offsets).
+func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool) (int, bool) {
+	total := 0
+	news := false
+	for _, t := range targets {
+		out := kmsg.NewFetchResponseTopicPartition()
+		out.Partition = t.sp.partition
+		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
+		t.include = !incremental
+		if t.err != nil {
+			out.ErrorCode = protocol.ErrorCode(t.err)
+			t.out, t.include = out, true
+			news = true
+			continue
+		}
+		remaining := maxBytes - total
+		limit := int(t.sp.maxBytes)
+		if limit > remaining {
+			limit = remaining
+		}
+		minOne := total == 0
+		var res replica.ReadResult
+		var err error
+		if limit > 0 || minOne {
+			res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch)
+		} else {
+			st := t.part.State()
+			res = replica.ReadResult{State: st}
+		}
+		if err != nil {
+			out.ErrorCode = protocol.ErrorCode(err)
+			if errors.Is(err, kerr.OffsetOutOfRange) || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) {
+				out.HighWatermark = res.HighWatermark
+				out.LastStableOffset = res.HighWatermark
+				out.LogStartOffset = res.LogStartOffset
+			}
+			t.out, t.include = out, true
+			news = true
+			continue
+		}
+		out.HighWatermark = res.HighWatermark
+		out.LastStableOffset = res.HighWatermark
+		out.LogStartOffset = res.LogStartOffset
+		out.RecordBatches = res.Records
+		total += len(res.Records)
+		if len(res.Records) > 0 {
+			t.include = true
+		}
+		if incremental && (res.HighWatermark != t.sp.sentHighWatermark || res.LogStartOffset != t.sp.sentLogStartOffset) {
+			t.include = true
+			news = true
+		}
+		t.out = out
+	}
+	return total, news
+}
+
+// waitAny blocks until one of chans is closed (true), or the deadline passes
+// or ctx ends (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, deadline time.Time) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	if len(chans) == 1 {
+		select {
+		case <-chans[0]:
+			return true
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	cases := make([]reflect.SelectCase, 0, len(chans)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	for _, c := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 2
+}

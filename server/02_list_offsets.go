@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets: v0-8
+//
+// Behaviour:
+// * -2 earliest (log start offset), -1 latest (high watermark), -3 the
+//   batch with the largest timestamp (v7+), -4 earliest local (v8+, the log
+//   start offset: there is no tiered storage), and a timestamp: the first
+//   batch whose max timestamp is at or after it, at batch precision.
+// * Offsets at or above the high watermark are never returned.
+//
+// Version notes:
+// * v0: MaxNumOffsets and a list of offsets
+// * v1: one offset per partition, timestamps
+// * v2: isolation level
+// * v4: current leader epoch (fencing) and leader epoch in the response
+// * v6: flexible
+// * v7: max timestamp
+// * v8: earliest local
+
+func init() { registerAPI(kmsg.ListOffsets.Int16(), 0, 8, handleListOffsets) }
+
+func handleListOffsets(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			offset, ts, epoch, err := b.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch)
+			if err != nil {
+				sp.ErrorCode = protocol.ErrorCode(err)
+			} else {
+				sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, epoch
+				if req.Version == 0 && offset >= 0 && rp.MaxNumOffsets > 0 {
+					sp.OldStyleOffsets = []int64{offset}
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clientEpoch int32) (offset, ts int64, epoch int32, err error) {
+	part, err := b.localPartition(topic, partition)
+	if err != nil {
+		return -1, -1, -1, err
+	}
+	if err := part.CheckLeaderEpoch(clientEpoch); err != nil {
+		return -1, -1, -1, err
+	}
+	st := part.State()
+	switch timestamp {
+	case -2, -4:
+		return st.LogStartOffset, -1, st.LeaderEpoch, nil
+	case -1:
+		return st.HighWatermark, -1, st.LeaderEpoch, nil
+	case -3:
+		mts, moff := part.Log().MaxTimestamp()
+		if moff < 0 || moff >= st.HighWatermark {
+			return -1, -1, -1, nil
+		}
+		return moff, mts, st.LeaderEpoch, nil
+	}
+	if timestamp < 0 {
+		return -1, -1, -1, kerr.InvalidRequest
+	}
+	off, fts, ok := part.Log().OffsetForTimestamp(timestamp)
+	if !ok || off >= st.HighWatermark {
+		return -1, -1, -1, nil
+	}
+	return off, fts, st.LeaderEpoch, nil
+}

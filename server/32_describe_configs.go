@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeConfigs: v0-4
+//
+// Behaviour:
+// * TOPIC: every topic config kbroker knows, with its effective value.
+//   A topic override has source DYNAMIC_TOPIC_CONFIG; otherwise the value
+//   comes from the broker property named in config.TopicConfigs, with
+//   source STATIC_BROKER_CONFIG when that property differs from its
+//   default (set in the file or by --override), else DEFAULT_CONFIG.
+//   Synonyms list the override, then the broker property, as Kafka does.
+//   Invalid name: INVALID_TOPIC_EXCEPTION; unknown topic:
+//   UNKNOWN_TOPIC_OR_PARTITION.
+// * BROKER: this broker's id lists the broker properties (all read-only:
+//   there are no dynamic broker configs), sourced as above; an unset
+//   property (Kafka's null) has a null value. The empty name asks for the
+//   cluster-wide dynamic defaults, of which kbroker has none, so it is
+//   answered with no configs, as Kafka with none set. Another broker's
+//   id, or a name that is not a number: INVALID_REQUEST.
+// * ConfigNames filters the configs (null: all).
+// * Other resource types: INVALID_REQUEST.
+//
+// Version notes:
+// * v1: IncludeSynonyms; Source and ConfigSynonyms in the response
+//   (v0 has only IsDefault)
+// * v2: ThrottleMillis
+// * v3: IncludeDocumentation; ConfigType and Documentation
+// * v4: flexible versions
+
+func init() { registerAPI(kmsg.DescribeConfigs.Int16(), 0, 4, handleDescribeConfigs) }
+
+func handleDescribeConfigs(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	opts := describeOptions{synonyms: req.IncludeSynonyms, docs: req.IncludeDocumentation}
+
+	for _, rr := range req.Resources {
+		r := kmsg.NewDescribeConfigsResponseResource()
+		r.ResourceType = rr.ResourceType
+		r.ResourceName = rr.ResourceName
+		var (
+			configs []kmsg.DescribeConfigsResponseResourceConfig
+			err     error
+		)
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			configs, err = b.describeTopicConfigs(rr.ResourceName, opts)
+		case kmsg.ConfigResourceTypeBroker:
+			configs, err = b.describeBrokerConfigs(rr.ResourceName, opts)
+		default:
+			err = fmt.Errorf("%w: describing configs is only supported for topics and brokers, not resource type %s", kerr.InvalidRequest, rr.ResourceType)
+		}
+		if err != nil {
+			r.ErrorCode = protocol.ErrorCode(err)
+			msg := err.Error()
+			r.ErrorMessage = &msg
+		} else {
+			r.Configs = filterConfigs(configs, rr.ConfigNames)
+		}
+		resp.Resources = append(resp.Resources, r)
+	}
+	return resp, nil
+}
+
+// describeOptions are the request's per-request flags.
+type describeOptions struct {
+	synonyms bool // v1+
+	docs     bool // v3+
+}
+
+// describedConfig is one config with its synonyms, most specific first;
+// its source is the first synonym's.
+type describedConfig struct {
+	name     string
+	value    string
+	readOnly bool
+	synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	info     topicConfigInfo
+}
+
+func synonym(name, value string, source kmsg.ConfigSource) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+	s.Name = name
+	s.Value = &value
+	s.Source = source
+	return s
+}
+
+func (d describedConfig) entry(opts describeOptions) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name = d.name
+	value := d.value
+	c.Value = &value
+	c.ReadOnly = d.readOnly
+	c.Source = kmsg.ConfigSourceDefaultConfig
+	if len(d.synonyms) > 0 {
+		c.Source = d.synonyms[0].Source
+	}
+	// v0's IsDefault: not set for this resource specifically.
+	c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig || c.Source == kmsg.ConfigSourceStaticBrokerConfig
+	if opts.synonyms {
+		c.ConfigSynonyms = d.synonyms
+	}
+	c.ConfigType = d.info.typ
+	if opts.docs && d.info.doc != "" {
+		doc := d.info.doc
+		c.Documentation = &doc
+	}
+	return c
+}
+
+// describeTopicConfigs lists a topic's effective configs.
+func (b *Broker) describeTopicConfigs(topic string, opts describeOptions) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if err := protocol.ValidTopicName(topic); err != nil {
+		return nil, err
+	}
+	t, ok := b.controller.Metadata().Topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
+	}
+	return topicConfigEntries(b.cfg, newBrokerProperties(b.cfg), t.Configs, opts), nil
+}
+
+// brokerProperties are the broker's effective properties by Kafka name and
+// what is needed to describe them.
+type brokerProperties struct {
+	values   map[string]string
+	defaults map[string]string // the values of config.Default()
+	docs     map[string]string
+}
+
+func newBrokerProperties(cfg config.Config) brokerProperties {
+	p := brokerProperties{
+		values:   cfg.Properties(),
+		defaults: config.Default().Properties(),
+		docs:     make(map[string]string),
+	}
+	for _, d := range config.Docs() {
+		p.docs[d.Name] = d.Doc
+	}
+	return p
+}
+
+// source is where a broker property's value comes from. config.Config
+// does not record which keys were given, so a property is static when its
+// value differs from the default: one set explicitly to its default value
+// is reported as DEFAULT_CONFIG.
+func (p brokerProperties) source(name string) kmsg.ConfigSource {
+	if def, ok := p.defaults[name]; ok && def == p.values[name] {
+		return kmsg.ConfigSourceDefaultConfig
+	}
+	return kmsg.ConfigSourceStaticBrokerConfig
+}
+
+// topicConfigEntries describes a topic's configs given the broker config,
+// the broker's properties and the topic's overrides.
+func topicConfigEntries(cfg config.Config, props brokerProperties, overrides map[string]string, opts describeOptions) []kmsg.DescribeConfigsResponseResourceConfig {
+	eff := cfg.EffectiveTopicConfig(overrides)
+	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(eff))
+	for _, name := range slices.Sorted(maps.Keys(eff)) {
+		d := describedConfig{name: name, value: eff[name], info: topicConfigInfos[name]}
+		if v, set := overrides[name]; set {
+			d.synonyms = append(d.synonyms, synonym(name, v, kmsg.ConfigSourceDynamicTopicConfig))
+		}
+		if def, known := config.TopicConfigDefFor(name); known && def.BrokerSource != "" {
+			source := kmsg.ConfigSourceDefaultConfig
+			if _, known := props.values[def.BrokerSource]; known {
+				source = props.source(def.BrokerSource)
+			}
+			d.synonyms = append(d.synonyms, synonym(def.BrokerSource, def.Default(cfg), source))
+		}
+		out = append(out, d.entry(opts))
+	}
+	return out
+}
+
+// describeBrokerConfigs lists this broker's properties.
+func (b *Broker) describeBrokerConfigs(name string, opts describeOptions) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if err := b.checkBrokerResource(name); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		// The cluster-wide dynamic broker defaults: kbroker has none.
+		return []kmsg.DescribeConfigsResponseResourceConfig{}, nil
+	}
+	return brokerConfigEntries(newBrokerProperties(b.cfg), opts), nil
+}
+
+// brokerConfigEntries describes broker properties: read-only, each its
+// own only synonym.
+func brokerConfigEntries(props brokerProperties, opts describeOptions) []kmsg.DescribeConfigsResponseResourceConfig {
+	// Types of broker properties that supply a topic default.
+	types := make(map[string]kmsg.ConfigType)
+	for _, d := range config.TopicConfigs() {
+		if d.BrokerSource != "" {
+			types[d.BrokerSource] = topicConfigType(d.Name)
+		}
+	}
+	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(props.values))
+	for _, name := range slices.Sorted(maps.Keys(props.values)) {
+		value := props.values[name]
+		d := describedConfig{
+			name:     name,
+			value:    value,
+			readOnly: true,
+			synonyms: []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{synonym(name, value, props.source(name))},
+			info:     topicConfigInfo{typ: types[name], doc: props.docs[name]},
+		}
+		c := d.entry(opts)
+		if value == "" { // unset: Kafka's null
+			c.Value = nil
+			c.ConfigSynonyms = nil
+			if opts.synonyms {
+				c.ConfigSynonyms = []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// filterConfigs keeps the configs named in names; nil names keeps all.
+func filterConfigs(configs []kmsg.DescribeConfigsResponseResourceConfig, names []string) []kmsg.DescribeConfigsResponseResourceConfig {
+	if names == nil {
+		return configs
+	}
+	return slices.DeleteFunc(configs, func(c kmsg.DescribeConfigsResponseResourceConfig) bool {
+		return !slices.Contains(names, c.Name)
+	})
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AlterConfigs: v0-2
+//
+// Behaviour:
+// * TOPIC: the request's entries replace all of the topic's overrides
+//   (entries with a null value are dropped); every value is validated
+//   first (INVALID_CONFIG with the reason), and nothing changes when any
+//   is invalid. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+// * BROKER ("" or this broker's id): kbroker has no dynamic broker
+//   configs, so a non-empty change is INVALID_REQUEST, as Kafka answers a
+//   config it cannot change dynamically.
+// * A resource named twice, or a config named twice in one resource:
+//   INVALID_REQUEST.
+// * ValidateOnly checks everything and changes nothing.
+// * Changes go through the controller, which applies them to the topic's
+//   partitions (retention, segment size, min.insync.replicas, ...).
+//
+// Version notes:
+// * v1: ThrottleMillis
+// * v2: flexible versions
+
+func init() { registerAPI(kmsg.AlterConfigs.Int16(), 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+
+	seen := make(map[configResourceKey]int, len(req.Resources))
+	for _, rr := range req.Resources {
+		seen[configResourceKey{rr.ResourceType, rr.ResourceName}]++
+	}
+	for _, rr := range req.Resources {
+		var err error
+		if seen[configResourceKey{rr.ResourceType, rr.ResourceName}] > 1 {
+			err = errDuplicateResource
+		} else {
+			err = b.alterConfigResource(rr.ResourceType, rr.ResourceName, len(rr.Configs), replaceConfigs(rr.Configs), req.ValidateOnly)
+		}
+		st := kmsg.NewAlterConfigsResponseResource()
+		st.ResourceType = rr.ResourceType
+		st.ResourceName = rr.ResourceName
+		if err != nil {
+			st.ErrorCode = protocol.ErrorCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		resp.Resources = append(resp.Resources, st)
+	}
+	return resp, nil
+}

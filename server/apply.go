@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/replica"
+	"github.com/kbroker/kbroker/segment"
+)
+
+// offsetsTopic is Kafka's internal topic for committed offsets and groups.
+const offsetsTopic = "__consumer_offsets"
+
+// applyMetadata makes the local replicas match a new snapshot. It is the
+// controller's subscriber and runs before the change's caller is answered.
+func (b *Broker) applyMetadata(md *controller.Metadata) {
+	if err := b.applyMetadataErr(md); err != nil {
+		b.logger.Error("applying cluster metadata failed", "err", err)
+	}
+}
+
+func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	var errs []error
+	wanted := make(map[replica.TopicPartition]bool)
+	for _, t := range md.Topics {
+		pcfg, err := b.partitionConfig(t.Configs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
+			continue
+		}
+		for i, ps := range t.Partitions {
+			if ps.Leader != b.self.ID {
+				continue
+			}
+			tp := replica.TopicPartition{Topic: t.Name, Partition: int32(i)}
+			wanted[tp] = true
+			_, hosted := b.replicas.Get(tp)
+			if _, err := b.replicas.MakeLeader(tp, t.ID, ps.LeaderEpoch, ps.ISR, pcfg); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if t.Name == offsetsTopic && !hosted {
+				go b.becomeCoordinator(int32(i))
+			}
+		}
+	}
+	for _, p := range b.replicas.All() {
+		tp := p.TopicPartition()
+		if wanted[tp] {
+			continue
+		}
+		if tp.Topic == offsetsTopic {
+			b.groups.Resign(tp.Partition)
+		}
+		if err := b.replicas.Remove(tp, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// becomeCoordinator loads the groups of one __consumer_offsets partition.
+func (b *Broker) becomeCoordinator(partition int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := b.groups.BecomeLeader(ctx, partition); err != nil {
+		b.logger.Error("loading group coordinator partition failed", "partition", partition, "err", err)
+	}
+}
+
+// loadCoordinatorPartitions is a no-op hook kept for symmetry with cluster
+// mode: in embedded mode applyMetadata starts loading as partitions open.
+func (b *Broker) loadCoordinatorPartitions(context.Context) {}
+
+// partitionConfig turns a topic's overrides and the broker defaults into the
+// settings a partition acts on.
+func (b *Broker) partitionConfig(overrides map[string]string) (replica.PartitionConfig, error) {
+	eff := b.cfg.EffectiveTopicConfig(overrides)
+	var firstErr error
+	num := func(name string) int64 {
+		n, err := strconv.ParseInt(eff[name], 10, 64)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("config %s=%q: %w", name, eff[name], err)
+		}
+		return n
+	}
+	msDur := func(name string) time.Duration {
+		n := num(name)
+		if n < 0 {
+			return -1
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	flushMs := msDur("flush.ms")
+	if num("flush.ms") == 1<<63-1 {
+		flushMs = 0
+	}
+	pc := replica.PartitionConfig{
+		Log: segment.Config{
+			SegmentBytes:       num("segment.bytes"),
+			RollAfter:          msDur("segment.ms"),
+			RetentionTime:      msDur("retention.ms"),
+			RetentionBytes:     num("retention.bytes"),
+			IndexIntervalBytes: int32(num("index.interval.bytes")),
+			MaxIndexBytes:      int32(num("segment.index.bytes")),
+			FlushMessages:      num("flush.messages"),
+			FlushInterval:      flushMs,
+		},
+		MinInsyncReplicas: int32(num("min.insync.replicas")),
+		LogAppendTime:     eff["message.timestamp.type"] == "LogAppendTime",
+		MaxMessageBytes:   int32(num("max.message.bytes")),
+	}
+	pc.UncleanLeaderElect = eff["unclean.leader.election.enable"] == "true"
+	return pc, firstErr
+}
+
+// offsetsLog stores the group coordinator's records in __consumer_offsets
+// through the replica layer, with acks=all.
+type offsetsLog struct{ b *Broker }
+
+func (o *offsetsLog) partition(p int32) (*replica.Partition, error) {
+	part, ok := o.b.replicas.Get(replica.TopicPartition{Topic: offsetsTopic, Partition: p})
+	if !ok {
+		return nil, fmt.Errorf("%s-%d is not hosted here", offsetsTopic, p)
+	}
+	return part, nil
+}
+
+func (o *offsetsLog) Append(ctx context.Context, partition int32, batch []byte) error {
+	part, err := o.partition(partition)
+	if err != nil {
+		return err
+	}
+	h, err := recordbatch.Validate(batch)
+	if err != nil {
+		return fmt.Errorf("group record batch: %w", err)
+	}
+	res, err := part.AppendAsLeader([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now())
+	if err != nil {
+		return err
+	}
+	return part.WaitForHighWatermark(ctx, res.LastOffset)
+}
+
+func (o *offsetsLog) ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error {
+	part, err := o.partition(partition)
+	if err != nil {
+		return err
+	}
+	offset := part.State().LogStartOffset
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := part.Read(offset, 1<<20, true, -1)
+		if err != nil {
+			return err
+		}
+		if len(res.Records) == 0 {
+			return nil
+		}
+		batches, headers, err := recordbatch.Split(res.Records)
+		if err != nil {
+			return fmt.Errorf("read %s-%d at %d: %w", offsetsTopic, partition, offset, err)
+		}
+		for i, batch := range batches {
+			if headers[i].NextOffset() <= offset {
+				continue
+			}
+			if err := fn(batch); err != nil {
+				return err
+			}
+			offset = headers[i].NextOffset()
+		}
+	}
+}

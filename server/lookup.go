@@ -1,0 +1,31 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/kbroker/kbroker/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// localPartition returns the partition topic/partition that this broker
+// leads. It fails with UNKNOWN_TOPIC_OR_PARTITION (wrapped) when the cluster
+// metadata has no such partition, and with NOT_LEADER_OR_FOLLOWER when the
+// partition exists but is not led here: it is led elsewhere, or this broker
+// has not yet applied the snapshot that made it leader. Both are Kafka's
+// retriable answers, so a client refreshes its metadata and tries again.
+//
+// The leadership test here is a fast path only: every Partition method that
+// needs leadership checks it again under the partition's lock.
+func (b *Broker) localPartition(topic string, partition int32) (*replica.Partition, error) {
+	md := b.controller.Metadata()
+	t, ok := md.Topics[topic]
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, topic, partition)
+	}
+	p, ok := b.replicas.Get(replica.TopicPartition{Topic: topic, Partition: partition})
+	if !ok || !p.State().IsLeader {
+		return nil, fmt.Errorf("%w: broker %d does not lead %s-%d (leader %d)",
+			kerr.NotLeaderForPartition, b.self.ID, topic, partition, t.Partitions[partition].Leader)
+	}
+	return p, nil
+}

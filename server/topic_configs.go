@@ -1,0 +1,268 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/kbroker/kbroker/config"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file holds what AlterConfigs (33) and IncrementalAlterConfigs (44)
+// share: checking a config resource, turning a request's entries into a
+// topic's new overrides, validating them, and handing them to the
+// controller. The handlers differ only in how they compute the new overrides.
+
+// topicConfigMu serialises the read-modify-write of topic overrides: the
+// controller replaces a topic's overrides as a whole and offers no
+// compare-and-set, so two concurrent incremental changes could otherwise lose
+// one of them. It guards no data of its own.
+var topicConfigMu sync.Mutex
+
+// configChange computes a topic's new overrides from its current ones
+// (a private copy the function may modify and return) and the effective
+// values (overrides merged over the broker defaults).
+type configChange func(current, effective map[string]string) (map[string]string, error)
+
+// alterConfigResource applies change to one config resource of an
+// AlterConfigs or IncrementalAlterConfigs request. entries is how many
+// config entries the resource carries (broker resources accept none).
+func (b *Broker) alterConfigResource(rtype kmsg.ConfigResourceType, name string, entries int, change configChange, validateOnly bool) error {
+	switch rtype {
+	case kmsg.ConfigResourceTypeTopic:
+		return b.changeTopicConfigs(name, change, validateOnly)
+	case kmsg.ConfigResourceTypeBroker:
+		if err := b.checkBrokerResource(name); err != nil {
+			return err
+		}
+		if entries == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: kbroker has no dynamic broker configs: set broker properties in server.properties or with --override and restart", kerr.InvalidRequest)
+	default:
+		return fmt.Errorf("%w: altering configs is only supported for topics and brokers, not resource type %s", kerr.InvalidRequest, rtype)
+	}
+}
+
+// checkBrokerResource checks a BROKER resource name: empty (the cluster-wide
+// default) or this broker's id, as Kafka's ConfigHelper.
+func (b *Broker) checkBrokerResource(name string) error {
+	if name == "" {
+		return nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return fmt.Errorf("%w: broker id must be an integer, but it is: %q", kerr.InvalidRequest, name)
+	}
+	if int32(id) != b.self.ID {
+		return fmt.Errorf("%w: unexpected broker id, expected %d or empty string, but received %s", kerr.InvalidRequest, b.self.ID, name)
+	}
+	return nil
+}
+
+// changeTopicConfigs replaces topic's overrides with what change computes,
+// after validating every resulting override. With validateOnly it changes
+// nothing. The broker's metadata subscriber applies the new settings to the
+// topic's partitions before the controller returns.
+func (b *Broker) changeTopicConfigs(topic string, change configChange, validateOnly bool) error {
+	topicConfigMu.Lock()
+	defer topicConfigMu.Unlock()
+	t, ok := b.controller.Metadata().Topics[topic]
+	if !ok {
+		return fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
+	}
+	current := maps.Clone(t.Configs)
+	if current == nil {
+		current = map[string]string{}
+	}
+	next, err := change(current, b.cfg.EffectiveTopicConfig(t.Configs))
+	if err != nil {
+		return err
+	}
+	if err := validateTopicOverrides(next); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	return b.controller.SetTopicConfigs(topic, next)
+}
+
+// validateTopicOverrides checks every override, in name order so the first
+// reported error does not depend on map order.
+func validateTopicOverrides(overrides map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(overrides)) {
+		if err := config.ValidateTopicConfig(name, overrides[name]); err != nil {
+			return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+// duplicateNames returns the names that occur more than once.
+func duplicateNames(names []string) []string {
+	seen := make(map[string]int, len(names))
+	var dups []string
+	for _, n := range names {
+		seen[n]++
+		if seen[n] == 2 {
+			dups = append(dups, n)
+		}
+	}
+	return dups
+}
+
+// configResourceKey identifies a resource, to find resources named twice
+// in one request.
+type configResourceKey struct {
+	rtype kmsg.ConfigResourceType
+	name  string
+}
+
+// errDuplicateResource answers every copy of a resource named twice in one
+// request, as Kafka does: applying one copy and not the other would
+// depend on order.
+var errDuplicateResource = fmt.Errorf("%w: each resource must appear at most once in a request", kerr.InvalidRequest)
+
+// replaceConfigs is AlterConfigs' change: the request's entries become the
+// whole set of overrides. Entries with a null value are skipped, as Kafka's
+// ZooKeeper-mode broker does.
+func replaceConfigs(entries []kmsg.AlterConfigsRequestResourceConfig) configChange {
+	return func(_, _ map[string]string) (map[string]string, error) {
+		names := make([]string, len(entries))
+		for i, e := range entries {
+			names[i] = e.Name
+		}
+		if dups := duplicateNames(names); len(dups) > 0 {
+			return nil, fmt.Errorf("%w: error due to duplicate config keys: %s", kerr.InvalidRequest, strings.Join(dups, ", "))
+		}
+		next := make(map[string]string, len(entries))
+		for _, e := range entries {
+			if e.Value != nil {
+				next[e.Name] = *e.Value
+			}
+		}
+		return next, nil
+	}
+}
+
+// incrementalConfigs is IncrementalAlterConfigs' change: SET, DELETE,
+// APPEND and SUBTRACT applied to the current overrides.
+func incrementalConfigs(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) configChange {
+	return func(current, effective map[string]string) (map[string]string, error) {
+		return applyConfigOps(current, effective, ops)
+	}
+}
+
+// applyConfigOps applies IncrementalAlterConfigs operations to a topic's
+// overrides (modified in place and returned), as Kafka's ZooKeeper-mode
+// ConfigAdminManager does:
+//   - SET sets the override; DELETE removes it (deleting an override that is
+//     not set is no error);
+//   - APPEND and SUBTRACT work on list configs only (INVALID_REQUEST for
+//     others, INVALID_CONFIG for unknown names). They start from the
+//     override, else the effective default; APPEND adds the values not
+//     already present, SUBTRACT removes the given values;
+//   - a name may appear only once per resource (INVALID_REQUEST).
+//
+// Values are validated afterwards, on the resulting overrides.
+func applyConfigOps(overrides, effective map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = op.Name
+	}
+	if dups := duplicateNames(names); len(dups) > 0 {
+		return nil, fmt.Errorf("%w: error due to duplicate config keys: %s", kerr.InvalidRequest, strings.Join(dups, ", "))
+	}
+	for _, op := range ops {
+		switch op.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: null value not supported for config %s", kerr.InvalidRequest, op.Name)
+			}
+			overrides[op.Name] = *op.Value
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(overrides, op.Name)
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			verb := "append"
+			if op.Op == kmsg.IncrementalAlterConfigOpSubtract {
+				verb = "subtract"
+			}
+			if _, known := config.TopicConfigDefFor(op.Name); !known {
+				return nil, fmt.Errorf("%w: unknown topic config name: %s", kerr.InvalidConfig, op.Name)
+			}
+			if topicConfigType(op.Name) != kmsg.ConfigTypeList {
+				return nil, fmt.Errorf("%w: config value %s is not allowed for config key: %s", kerr.InvalidRequest, verb, op.Name)
+			}
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: null value not supported for config %s", kerr.InvalidRequest, op.Name)
+			}
+			old, ok := overrides[op.Name]
+			if !ok {
+				old = effective[op.Name]
+			}
+			list := splitList(old)
+			for _, v := range splitList(*op.Value) {
+				if op.Op == kmsg.IncrementalAlterConfigOpAppend {
+					if !slices.Contains(list, v) {
+						list = append(list, v)
+					}
+				} else {
+					list = slices.DeleteFunc(list, func(s string) bool { return s == v })
+				}
+			}
+			overrides[op.Name] = strings.Join(list, ",")
+		default:
+			return nil, fmt.Errorf("%w: unknown config operation %d for config %s", kerr.InvalidRequest, op.Op, op.Name)
+		}
+	}
+	return overrides, nil
+}
+
+// splitList splits a LIST config value at commas, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// topicConfigInfo is what DescribeConfigs v3+ says about a topic config
+// beyond its value: Kafka's type and a short documentation line.
+type topicConfigInfo struct {
+	typ kmsg.ConfigType
+	doc string
+}
+
+// topicConfigInfos covers every config of config.TopicConfigs; a test
+// keeps the two in step.
+var topicConfigInfos = map[string]topicConfigInfo{
+	"cleanup.policy":                 {kmsg.ConfigTypeList, "The retention policy of old log segments: \"delete\" (by time or size) and/or \"compact\"."},
+	"compression.type":               {kmsg.ConfigTypeString, "The compression of stored batches; \"producer\" keeps the producer's codec."},
+	"retention.ms":                   {kmsg.ConfigTypeLong, "How long a segment is kept before it may be deleted; -1 for no time limit."},
+	"retention.bytes":                {kmsg.ConfigTypeLong, "The size a partition may grow to before old segments are deleted; -1 for no size limit."},
+	"segment.bytes":                  {kmsg.ConfigTypeInt, "The size of one log segment file."},
+	"segment.ms":                     {kmsg.ConfigTypeLong, "The time after which a segment is rolled even if it is not full."},
+	"segment.index.bytes":            {kmsg.ConfigTypeInt, "The size of the offset index of a segment."},
+	"index.interval.bytes":           {kmsg.ConfigTypeInt, "How many bytes of records lie between two offset index entries."},
+	"flush.messages":                 {kmsg.ConfigTypeLong, "The number of records after which the log is fsynced."},
+	"flush.ms":                       {kmsg.ConfigTypeLong, "The time after which the log is fsynced."},
+	"max.message.bytes":              {kmsg.ConfigTypeInt, "The largest record batch size accepted."},
+	"min.insync.replicas":            {kmsg.ConfigTypeInt, "The minimum in-sync replicas an acks=all write needs."},
+	"unclean.leader.election.enable": {kmsg.ConfigTypeBoolean, "Whether a replica outside the ISR may become leader, at the cost of data loss."},
+	"message.timestamp.type":         {kmsg.ConfigTypeString, "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime)."},
+}
+
+// topicConfigType returns Kafka's type of a topic config (UNKNOWN if none
+// is recorded).
+func topicConfigType(name string) kmsg.ConfigType {
+	return topicConfigInfos[name].typ
+}

@@ -212,17 +212,24 @@ func (c *Controller) CreatePartitions(name string, total int32, assignment [][]i
 	return c.commitLocked(md)
 }
 
-// SetTopicConfigs replaces a topic's config overrides. Values must already
-// be validated.
-func (c *Controller) SetTopicConfigs(name string, configs map[string]string) error {
+// UpdateTopicConfigs replaces a topic's config overrides with what change
+// computes from the current ones (change must not modify its argument).
+// With validateOnly nothing is stored. The read-modify-write runs under the
+// controller's lock, so concurrent changes never lose one another.
+func (c *Controller) UpdateTopicConfigs(name string, change func(current map[string]string) (map[string]string, error), validateOnly bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.current.Load()
-	if _, ok := cur.Topics[name]; !ok {
-		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
+	t, ok := cur.Topics[name]
+	if !ok {
+		return fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, name)
+	}
+	next, err := change(t.Configs)
+	if err != nil || validateOnly {
+		return err
 	}
 	md := cur.clone()
-	md.Topics[name].Configs = configs
+	md.Topics[name].Configs = next
 	return c.commitLocked(md)
 }
 

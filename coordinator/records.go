@@ -78,35 +78,13 @@ func groupRecord(group string, v *kmsg.GroupMetadataValue) record {
 // buildBatch encodes records as one uncompressed v2 record batch with base
 // offset 0 and a valid CRC.
 func buildBatch(records []record, nowMillis int64) []byte {
-	var recs []byte
+	recs := make([]recordbatch.Record, len(records))
 	for i, r := range records {
-		body := kmsg.Record{
-			OffsetDelta: int32(i),
-			Key:         r.key,
-			Value:       r.value,
-		}
-		enc := body.AppendTo(nil) // Length 0 encodes as one byte
-		body.Length = int32(len(enc) - 1)
-		recs = body.AppendTo(recs)
+		recs[i] = recordbatch.Record{Key: r.key, Value: r.value}
 	}
-	b := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           0,
-		LastOffsetDelta:      int32(len(records) - 1),
-		FirstTimestamp:       nowMillis,
-		MaxTimestamp:         nowMillis,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(records)),
-		Records:              recs,
-	}
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-recordbatch.LogOverhead))
-	recordbatch.SetCRC(out)
-	return out
+	spec := recordbatch.NoProducer()
+	spec.FirstTimestamp = nowMillis
+	return recordbatch.Build(spec, recs)
 }
 
 // decodeBatch returns the records of one v2 batch. Compressed batches are

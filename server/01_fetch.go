@@ -91,7 +91,12 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 	switch {
 	case req.Version < 7 || (req.SessionID == 0 && req.SessionEpoch == -1):
 		// No session.
-	case req.SessionID == 0 && req.SessionEpoch == 0:
+	case req.SessionEpoch == 0:
+		// Epoch 0 opens a new session; with an id it also closes that
+		// session (franz-go resets this way).
+		if req.SessionID != 0 {
+			b.fetches.remove(req.SessionID)
+		}
 		session = b.fetches.create(now)
 		if session != nil {
 			for _, sp := range requested {

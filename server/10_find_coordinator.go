@@ -17,7 +17,7 @@ import (
 // * Group keys: the coordinator is the leader of the group's
 //   __consumer_offsets partition (Kafka's hash of the group id); the topic
 //   is created on first use with offsets.topic.num.partitions partitions.
-// * Transaction keys: COORDINATOR_NOT_AVAILABLE (no transactions yet).
+// * Transaction keys: INVALID_REQUEST with a message (no transactions yet).
 //
 // Version notes:
 // * v1: key type, error message
@@ -58,7 +58,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, _ *requestContext, kreq
 
 func (b *Broker) findCoordinator(keyType int8, key string) (controller.BrokerInfo, error) {
 	if keyType != 0 {
-		return controller.BrokerInfo{}, fmt.Errorf("%w: transactions are not supported", kerr.CoordinatorNotAvailable)
+		// INVALID_REQUEST rather than a retriable code, so a transactional
+		// client fails at once with this message instead of retrying forever.
+		return controller.BrokerInfo{}, fmt.Errorf("%w: kbroker does not support transactions yet", kerr.InvalidRequest)
 	}
 	if err := b.ensureOffsetsTopic(); err != nil {
 		return controller.BrokerInfo{}, err

@@ -98,9 +98,10 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 		}
 		return time.Duration(n) * time.Millisecond
 	}
-	flushMs := msDur("flush.ms")
+	// flush.ms defaults to Long.MAX_VALUE: never flush by time.
+	flushEvery := msDur("flush.ms")
 	if num("flush.ms") == 1<<63-1 {
-		flushMs = 0
+		flushEvery = 0
 	}
 	pc := replica.PartitionConfig{
 		Log: segment.Config{
@@ -111,7 +112,7 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 			IndexIntervalBytes: int32(num("index.interval.bytes")),
 			MaxIndexBytes:      int32(num("segment.index.bytes")),
 			FlushMessages:      num("flush.messages"),
-			FlushInterval:      flushMs,
+			FlushInterval:      flushEvery,
 		},
 		MinInsyncReplicas: int32(num("min.insync.replicas")),
 		LogAppendTime:     eff["message.timestamp.type"] == "LogAppendTime",

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/kbroker/kbroker/config"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,12 +16,6 @@ import (
 // share: checking a config resource, turning a request's entries into a
 // topic's new overrides, validating them, and handing them to the
 // controller. The handlers differ only in how they compute the new overrides.
-
-// topicConfigMu serialises the read-modify-write of topic overrides: the
-// controller replaces a topic's overrides as a whole and offers no
-// compare-and-set, so two concurrent incremental changes could otherwise lose
-// one of them. It guards no data of its own.
-var topicConfigMu sync.Mutex
 
 // configChange computes a topic's new overrides from its current ones
 // (a private copy the function may modify and return) and the effective
@@ -70,27 +63,22 @@ func (b *Broker) checkBrokerResource(name string) error {
 // nothing. The broker's metadata subscriber applies the new settings to the
 // topic's partitions before the controller returns.
 func (b *Broker) changeTopicConfigs(topic string, change configChange, validateOnly bool) error {
-	topicConfigMu.Lock()
-	defer topicConfigMu.Unlock()
-	t, ok := b.controller.Metadata().Topics[topic]
-	if !ok {
-		return fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
-	}
-	current := maps.Clone(t.Configs)
-	if current == nil {
-		current = map[string]string{}
-	}
-	next, err := change(current, b.cfg.EffectiveTopicConfig(t.Configs))
-	if err != nil {
-		return err
-	}
-	if err := validateTopicOverrides(next); err != nil {
-		return err
-	}
-	if validateOnly {
-		return nil
-	}
-	return b.controller.SetTopicConfigs(topic, next)
+	// The controller runs the read-modify-write under its lock, so two
+	// concurrent incremental changes cannot lose one another.
+	return b.controller.UpdateTopicConfigs(topic, func(overrides map[string]string) (map[string]string, error) {
+		current := maps.Clone(overrides)
+		if current == nil {
+			current = map[string]string{}
+		}
+		next, err := change(current, b.cfg.EffectiveTopicConfig(overrides))
+		if err != nil {
+			return nil, err
+		}
+		if err := validateTopicOverrides(next); err != nil {
+			return nil, err
+		}
+		return next, nil
+	}, validateOnly)
 }
 
 // validateTopicOverrides checks every override, in name order so the first

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -47,6 +48,7 @@ type options struct {
 	overrides  []string
 	logLevel   string
 	version    bool
+	cpuProfile string
 }
 
 // repeated collects every use of a repeatable flag.
@@ -62,6 +64,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Var((*repeated)(&o.overrides), "override", "set property `key=value`, over the file; repeatable")
 	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default $KBROKER_LOG_LEVEL, else info)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	return fs
 }
 
@@ -142,6 +145,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		<-ctx.Done()
 		stop()
 	}()
+
+	if opts.cpuProfile != "" {
+		f, err := os.Create(opts.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "kbroker: cpu profile: %v\n", err)
+			return exitConfig
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "kbroker: cpu profile: %v\n", err)
+			return exitConfig
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	b, err := server.NewBroker(cfg, logger)
 	if err != nil {

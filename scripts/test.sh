@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# kbroker's whole test suite, for a developer machine or CI (as root on a
+# fresh clone it installs what is missing first):
+#
+#   1. system packages: kcat and zookeeper (apt-get, only when absent)
+#   2. gofmt -l         (fails if any file needs formatting)
+#   3. go vet ./...
+#   4. unit tests       go test -race on every package but integration/
+#   5. integration      go test -race on integration/ (builds ./cmd/kbroker with
+#                       -race unless KBROKER_RACE=0, runs real broker
+#                       processes and real clients)
+#   6. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
+#
+# Environment: FUZZTIME (default 20s; 0 skips the fuzz step), KBROKER_RACE
+# (default 1), KBROKER_BIN (use a prebuilt broker in the integration tests).
+# Exit status is non-zero if any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-20s}
+export KBROKER_RACE=${KBROKER_RACE:-1}
+
+results=()
+failed=0
+passed=0
+suite_start=$SECONDS
+
+# step NAME COMMAND...: runs COMMAND, records PASS/FAIL and its duration.
+step() {
+	local name=$1
+	shift
+	local start=$SECONDS
+	echo
+	echo "=== ${name}: $*"
+	if "$@"; then
+		results+=("PASS  ${name} ($((SECONDS - start))s)")
+		passed=$((passed + 1))
+	else
+		results+=("FAIL  ${name} ($((SECONDS - start))s)")
+		failed=$((failed + 1))
+	fi
+}
+
+install_packages() {
+	local missing=()
+	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+	[ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+	if [ ${#missing[@]} -eq 0 ]; then
+		echo "kcat and zookeeper are installed"
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing ${missing[*]} and not root: install them (apt-get install -y ${missing[*]}); tests needing them skip" >&2
+		return 0
+	fi
+	echo "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q && apt-get install -y -q "${missing[@]}"
+}
+
+check_gofmt() {
+	local out
+	out=$(gofmt -l . 2>&1)
+	if [ -n "$out" ]; then
+		echo "gofmt -l lists files needing formatting (run gofmt -w):"
+		echo "$out"
+		return 1
+	fi
+}
+
+unit_tests() {
+	local pkgs
+	pkgs=$(go list ./... | grep -v '/integration$') || return 1
+	# shellcheck disable=SC2086
+	go test -race -count=1 -timeout 15m $pkgs
+}
+
+integration_tests() {
+	go test -race -count=1 -timeout 15m ./integration/...
+}
+
+fuzz() {
+	if [ "$FUZZTIME" = 0 ]; then
+		echo "FUZZTIME=0: skipped"
+		return 0
+	fi
+	local list
+	list=$(go test ./protocol -list '^FuzzParseRequest$') || {
+		echo "$list"
+		return 1
+	}
+	if ! grep -qx FuzzParseRequest <<<"$list"; then
+		echo "no FuzzParseRequest in ./protocol: skipped"
+		return 0
+	fi
+	go test ./protocol -run '^$' -fuzz '^FuzzParseRequest$' -fuzztime "$FUZZTIME"
+}
+
+step "packages" install_packages
+step "gofmt" check_gofmt
+step "go vet" go vet ./...
+step "unit tests (-race)" unit_tests
+step "integration tests (-race)" integration_tests
+step "fuzz FuzzParseRequest" fuzz
+
+echo
+echo "=== summary ($((SECONDS - suite_start))s)"
+for r in "${results[@]}"; do
+	echo "  $r"
+done
+echo "steps: ${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]

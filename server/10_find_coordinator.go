@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// FindCoordinator: v0-4
+// FindCoordinator: v0-6
 //
 // Behaviour:
 // * Group keys: the coordinator is the leader of the group's
@@ -23,8 +23,11 @@ import (
 // * v1: key type, error message
 // * v3: flexible
 // * v4: several keys per request (KIP-699)
+// * v5: TRANSACTION_ABORTABLE may be returned (not here)
+// * v6: share group keys (KIP-932): INVALID_REQUEST, share groups are not
+//   implemented
 
-func init() { registerAPI(kmsg.FindCoordinator.Int16(), 0, 4, handleFindCoordinator) }
+func init() { registerAPI(kmsg.FindCoordinator.Int16(), 0, 6, handleFindCoordinator) }
 
 func handleFindCoordinator(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
@@ -57,6 +60,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, _ *requestContext, kreq
 }
 
 func (b *Broker) findCoordinator(keyType int8, key string) (controller.BrokerInfo, error) {
+	if keyType == 2 {
+		return controller.BrokerInfo{}, fmt.Errorf("%w: kbroker does not support share groups", kerr.InvalidRequest)
+	}
 	if keyType != 0 {
 		// INVALID_REQUEST rather than a retriable code, so a transactional
 		// client fails at once with this message instead of retrying forever.

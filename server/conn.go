@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
+	"slices"
 
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,7 +59,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		if resp == nil {
 			continue // acks=0 produce: no response
 		}
-		out = protocol.AppendResponse(out[:0], hdr.CorrelationID, resp)
+		out = protocol.AppendResponse(slices.Grow(out[:0], responseSizeHint(resp)), hdr.CorrelationID, resp)
 		if _, err := c.Write(out); err != nil {
 			return
 		}
@@ -66,6 +67,24 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 			out = nil // do not pin large fetch responses between requests
 		}
 	}
+}
+
+// responseSizeHint estimates the encoded size of large responses, so the
+// output buffer is allocated once instead of grown (and copied) repeatedly
+// while a multi-megabyte fetch response is encoded.
+func responseSizeHint(resp kmsg.Response) int {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for _, t := range fr.Topics {
+		n += 64 + len(t.Topic)
+		for _, p := range t.Partitions {
+			n += 96 + len(p.RecordBatches) + 16*len(p.AbortedTransactions)
+		}
+	}
+	return n
 }
 
 // handle runs the request's handler, turning a panic into a closed

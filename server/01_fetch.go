@@ -198,6 +198,7 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 			rp.Partition = p
 			rp.ErrorCode = kerr.UnknownTopicID.Code
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = []byte{}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -215,6 +216,9 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool) (i
 		out := kmsg.NewFetchResponseTopicPartition()
 		out.Partition = t.sp.partition
 		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
+		// An empty record set, never null: librdkafka rejects a null
+		// MessageSet ("invalid MessageSetSize -1").
+		out.RecordBatches = []byte{}
 		t.include = !incremental
 		if t.err != nil {
 			out.ErrorCode = protocol.ErrorCode(t.err)
@@ -250,7 +254,9 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool) (i
 		out.HighWatermark = res.HighWatermark
 		out.LastStableOffset = res.HighWatermark
 		out.LogStartOffset = res.LogStartOffset
-		out.RecordBatches = res.Records
+		if res.Records != nil {
+			out.RecordBatches = res.Records
+		}
 		total += len(res.Records)
 		if len(res.Records) > 0 {
 			t.include = true

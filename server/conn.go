@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
-	"slices"
 
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -59,32 +58,24 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		if resp == nil {
 			continue // acks=0 produce: no response
 		}
-		out = protocol.AppendResponse(slices.Grow(out[:0], responseSizeHint(resp)), hdr.CorrelationID, resp)
-		if _, err := c.Write(out); err != nil {
-			return
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			// Records go from the read buffers to the socket with writev,
+			// without being copied into out.
+			var bufs net.Buffers
+			bufs, out = protocol.FetchResponseBuffers(out[:0], hdr.CorrelationID, fr)
+			if _, err := bufs.WriteTo(c); err != nil {
+				return
+			}
+		} else {
+			out = protocol.AppendResponse(out[:0], hdr.CorrelationID, resp)
+			if _, err := c.Write(out); err != nil {
+				return
+			}
 		}
 		if cap(out) > 4<<20 {
 			out = nil // do not pin large fetch responses between requests
 		}
 	}
-}
-
-// responseSizeHint estimates the encoded size of large responses, so the
-// output buffer is allocated once instead of grown (and copied) repeatedly
-// while a multi-megabyte fetch response is encoded.
-func responseSizeHint(resp kmsg.Response) int {
-	fr, ok := resp.(*kmsg.FetchResponse)
-	if !ok {
-		return 0
-	}
-	n := 64
-	for _, t := range fr.Topics {
-		n += 64 + len(t.Topic)
-		for _, p := range t.Partitions {
-			n += 96 + len(p.RecordBatches) + 16*len(p.AbortedTransactions)
-		}
-	}
-	return n
 }
 
 // handle runs the request's handler, turning a panic into a closed

@@ -1,0 +1,151 @@
+// Package kafkaconn is a minimal Kafka protocol client for broker-to-broker
+// traffic (controller requests, follower fetches): one TCP connection, one
+// request at a time, every call bounded by its context.
+package kafkaconn
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxResponseBytes bounds a response frame; follower fetches are bounded
+// by replica.fetch.response.max.bytes well below this.
+const maxResponseBytes = 512 << 20
+
+// Conn is a connection to one broker. It is safe for concurrent use;
+// requests are serialised.
+type Conn struct {
+	addr      string
+	formatter *kmsg.RequestFormatter
+
+	// mu guards every field below and serialises requests.
+	mu   sync.Mutex
+	nc   net.Conn
+	r    *bufio.Reader
+	corr int32
+	buf  []byte
+}
+
+// New returns a connection to addr that dials lazily on first use and
+// redials after any error.
+func New(addr, clientID string) *Conn {
+	return &Conn{addr: addr, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
+}
+
+// Addr is the broker address.
+func (c *Conn) Addr() string { return c.addr }
+
+// Request sends req (its version must be set) and returns the response.
+// On any error the connection is closed, so the next call starts afresh.
+func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resp, err := c.requestLocked(ctx, req)
+	if err != nil {
+		c.closeLocked()
+		return nil, fmt.Errorf("%s to %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
+	}
+	return resp, nil
+}
+
+func (c *Conn) requestLocked(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if c.nc == nil {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return nil, err
+		}
+		c.nc, c.r = nc, bufio.NewReaderSize(nc, 64<<10)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(30 * time.Second)
+	}
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	// Closing the connection when ctx ends unblocks a pending read or
+	// write before the deadline.
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	c.corr++
+	c.buf = c.formatter.AppendRequest(c.buf[:0], req, c.corr)
+	if _, err := c.nc.Write(c.buf); err != nil {
+		return nil, err
+	}
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(c.r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 4 || size > maxResponseBytes {
+		return nil, fmt.Errorf("bad response size %d", size)
+	}
+	frame := make([]byte, size)
+	if _, err := io.ReadFull(c.r, frame); err != nil {
+		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(frame)); got != c.corr {
+		return nil, fmt.Errorf("correlation id %d, want %d", got, c.corr)
+	}
+	body := frame[4:]
+	resp := req.ResponseKind()
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		// Response header v1: skip its tagged fields.
+		skipped, err := skipTags(body)
+		if err != nil {
+			return nil, err
+		}
+		body = body[skipped:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode response: %w", err)
+	}
+	return resp, nil
+}
+
+// skipTags returns the size of the tagged-field section at the start of b.
+func skipTags(b []byte) (int, error) {
+	n, used := binary.Uvarint(b)
+	if used <= 0 {
+		return 0, errors.New("bad tagged fields")
+	}
+	pos := used
+	for i := uint64(0); i < n; i++ {
+		_, u1 := binary.Uvarint(b[pos:])
+		if u1 <= 0 {
+			return 0, errors.New("bad tag")
+		}
+		pos += u1
+		size, u2 := binary.Uvarint(b[pos:])
+		if u2 <= 0 || uint64(len(b)-pos-u2) < size {
+			return 0, errors.New("bad tag size")
+		}
+		pos += u2 + int(size)
+	}
+	return pos, nil
+}
+
+// Close closes the connection; a later Request dials again.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked()
+}
+
+func (c *Conn) closeLocked() {
+	if c.nc != nil {
+		c.nc.Close()
+		c.nc, c.r = nil, nil
+	}
+}

@@ -26,7 +26,7 @@ type Broker struct {
 
 	self       controller.BrokerInfo
 	replicas   *replica.Manager
-	controller *controller.Controller
+	controller controlPlane
 	groups     *coordinator.Coordinator
 	fetches    *fetchSessions
 

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The controller tells every broker the whole cluster view with one
+// UpdateMetadata request (v7) per change; brokers derive their partition
+// roles from it, so no separate LeaderAndIsr round is needed. Two tagged
+// fields of kbroker's own carry what Kafka brokers read from ZooKeeper
+// instead: each topic's config overrides and the cluster id. Only kbroker
+// brokers talk to a kbroker controller, and tagged fields are ignored by
+// anything that does not know them.
+const (
+	updateMetadataVersion = 7
+	tagTopicConfigs       = 0x6b62 // JSON object of the topic's overrides
+	tagClusterID          = 0x6b63 // the cluster id
+)
+
+// EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
+func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetadataRequest {
+	req := kmsg.NewPtrUpdateMetadataRequest()
+	req.Version = updateMetadataVersion
+	req.ControllerID = md.ControllerID
+	req.ControllerEpoch = controllerEpoch
+	req.BrokerEpoch = -1
+	req.UnknownTags.Set(tagClusterID, []byte(md.ClusterID))
+	live := map[int32]bool{}
+	for _, b := range md.Brokers {
+		live[b.ID] = true
+		lb := kmsg.NewUpdateMetadataRequestLiveBroker()
+		lb.ID = b.ID
+		ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+		ep.Host, ep.Port, ep.ListenerName, ep.SecurityProtocol = b.Host, b.Port, "PLAINTEXT", 0
+		lb.Endpoints = append(lb.Endpoints, ep)
+		if b.Rack != "" {
+			rack := b.Rack
+			lb.Rack = &rack
+		}
+		req.LiveBrokers = append(req.LiveBrokers, lb)
+	}
+	names := make([]string, 0, len(md.Topics))
+	for name := range md.Topics {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := md.Topics[name]
+		ts := kmsg.NewUpdateMetadataRequestTopicState()
+		ts.Topic, ts.TopicID = t.Name, t.ID
+		if len(t.Configs) > 0 {
+			js, _ := json.Marshal(t.Configs) // a map of strings always encodes
+			ts.UnknownTags.Set(tagTopicConfigs, js)
+		}
+		for i, p := range t.Partitions {
+			ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+			ps.Topic, ps.Partition = t.Name, int32(i)
+			ps.ControllerEpoch = controllerEpoch
+			ps.Leader, ps.LeaderEpoch = p.Leader, p.LeaderEpoch
+			ps.ISR, ps.Replicas = p.ISR, p.Replicas
+			for _, r := range p.Replicas {
+				if !live[r] {
+					ps.OfflineReplicas = append(ps.OfflineReplicas, r)
+				}
+			}
+			ts.PartitionStates = append(ts.PartitionStates, ps)
+		}
+		req.TopicStates = append(req.TopicStates, ts)
+	}
+	return req
+}
+
+// DecodeUpdateMetadata turns an UpdateMetadata request from a kbroker
+// controller back into the snapshot it describes.
+func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
+	if req.Version < 6 {
+		return nil, fmt.Errorf("UpdateMetadata v%d carries no topic configs: kbroker controllers send v%d", req.Version, updateMetadataVersion)
+	}
+	md := &Metadata{ControllerID: req.ControllerID, Topics: map[string]*Topic{}}
+	req.UnknownTags.Each(func(tag uint32, v []byte) {
+		if tag == tagClusterID {
+			md.ClusterID = string(v)
+		}
+	})
+	for _, lb := range req.LiveBrokers {
+		b := BrokerInfo{ID: lb.ID}
+		if len(lb.Endpoints) > 0 {
+			b.Host, b.Port = lb.Endpoints[0].Host, lb.Endpoints[0].Port
+		}
+		if lb.Rack != nil {
+			b.Rack = *lb.Rack
+		}
+		md.Brokers = append(md.Brokers, b)
+	}
+	sort.Slice(md.Brokers, func(i, j int) bool { return md.Brokers[i].ID < md.Brokers[j].ID })
+	for _, ts := range req.TopicStates {
+		t := &Topic{Name: ts.Topic, ID: ts.TopicID, Partitions: make([]PartitionState, len(ts.PartitionStates))}
+		var err error
+		ts.UnknownTags.Each(func(tag uint32, v []byte) {
+			if tag == tagTopicConfigs && err == nil {
+				err = json.Unmarshal(v, &t.Configs)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("topic %s: bad config tag: %w", ts.Topic, err)
+		}
+		for _, ps := range ts.PartitionStates {
+			if ps.Partition < 0 || int(ps.Partition) >= len(t.Partitions) {
+				return nil, fmt.Errorf("topic %s: partition %d out of range", ts.Topic, ps.Partition)
+			}
+			t.Partitions[ps.Partition] = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR}
+		}
+		md.Topics[t.Name] = t
+	}
+	return md, nil
+}

@@ -1,0 +1,85 @@
+package replica
+
+import (
+	"slices"
+	"time"
+)
+
+// followerState is what the leader knows of one follower from its fetches,
+// as Kafka's Replica (updateFetchState): the follower's log end offset and
+// the last time it was caught up with the leader's log end.
+type followerState struct {
+	logEndOffset int64
+	// lastCaughtUp is the last time the follower had fetched up to the
+	// leader's log end as it was at that time.
+	lastCaughtUp time.Time
+	// The leader's log end offset and the time of the previous fetch:
+	// a follower that reaches that offset was caught up at that time.
+	lastFetchLeaderLEO int64
+	lastFetchTime      time.Time
+}
+
+// updateFetch records a fetch at fetchOffset when the leader's log ended at
+// leaderLEO, following Kafka's Replica.updateFetchState: a follower is
+// caught up now if it fetched from the leader's current end, and was caught
+// up at the previous fetch if it reached the end the leader had then.
+func (f *followerState) updateFetch(fetchOffset, leaderLEO int64, now time.Time) {
+	switch {
+	case fetchOffset >= leaderLEO:
+		if now.After(f.lastCaughtUp) {
+			f.lastCaughtUp = now
+		}
+	case fetchOffset >= f.lastFetchLeaderLEO && f.lastFetchTime.After(f.lastCaughtUp):
+		f.lastCaughtUp = f.lastFetchTime
+	}
+	f.logEndOffset = fetchOffset
+	f.lastFetchLeaderLEO = leaderLEO
+	f.lastFetchTime = now
+}
+
+// highWatermarkFor is the smallest log end offset among the ISR members,
+// so every ISR member has every record below it. An ISR member the leader
+// has not heard from yet holds the high watermark where it is (current);
+// the high watermark never goes back.
+func highWatermarkFor(self int32, leaderLEO, current int64, isr []int32, followers map[int32]*followerState) int64 {
+	hw := leaderLEO
+	for _, id := range isr {
+		if id == self {
+			continue
+		}
+		f, ok := followers[id]
+		if !ok {
+			return current
+		}
+		hw = min(hw, f.logEndOffset)
+	}
+	return max(hw, current)
+}
+
+// outOfSync lists the ISR followers that have not been caught up for longer
+// than lagMax (replica.lag.time.max.ms) at now: lag is measured in time,
+// not messages, as in Kafka. The leader itself is never out of sync.
+func outOfSync(self int32, isr []int32, followers map[int32]*followerState, now time.Time, lagMax time.Duration) []int32 {
+	var out []int32
+	for _, id := range isr {
+		if id == self {
+			continue
+		}
+		f, ok := followers[id]
+		if !ok || now.Sub(f.lastCaughtUp) > lagMax {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// canJoinISR reports whether a follower outside the ISR has caught up
+// enough to be added back: its log end reached the high watermark and the
+// start of the leader's current epoch (so it holds this leader's log, not
+// a diverged one), as Kafka's isFollowerInSync.
+func canJoinISR(isr []int32, id int32, f *followerState, highWatermark, leaderEpochStart int64) bool {
+	if slices.Contains(isr, id) || f == nil {
+		return false
+	}
+	return f.logEndOffset >= highWatermark && f.logEndOffset >= leaderEpochStart
+}

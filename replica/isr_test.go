@@ -1,0 +1,75 @@
+package replica
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestFollowerCaughtUpRules(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var f followerState
+	f.updateFetch(10, 10, t0) // fetched from the leader's end: caught up now
+	if !f.lastCaughtUp.Equal(t0) {
+		t.Fatalf("caught up at %v", f.lastCaughtUp)
+	}
+	// The leader appended; the follower fetches what the leader had at
+	// the previous fetch: it was caught up at that previous fetch time.
+	f.updateFetch(10, 20, t0.Add(time.Second))
+	if !f.lastCaughtUp.Equal(t0) {
+		t.Fatalf("not yet at the new end: caught up stays %v", f.lastCaughtUp)
+	}
+	f.updateFetch(20, 30, t0.Add(2*time.Second))
+	if !f.lastCaughtUp.Equal(t0.Add(time.Second)) {
+		t.Fatalf("reached the end of the previous fetch: caught up at %v", f.lastCaughtUp)
+	}
+	// Falling behind: no progress past the previous end.
+	f.updateFetch(25, 40, t0.Add(3*time.Second))
+	if !f.lastCaughtUp.Equal(t0.Add(time.Second)) {
+		t.Fatalf("behind: caught up must not move, got %v", f.lastCaughtUp)
+	}
+}
+
+func TestHighWatermarkIsMinimumOfISR(t *testing.T) {
+	fs := map[int32]*followerState{2: {logEndOffset: 7}, 3: {logEndOffset: 4}}
+	cases := []struct {
+		name    string
+		isr     []int32
+		current int64
+		want    int64
+	}{
+		{"leader alone", []int32{1}, 0, 10},
+		{"two followers", []int32{1, 2, 3}, 0, 4},
+		{"slow follower left the ISR", []int32{1, 2}, 4, 7},
+		{"never decreases", []int32{1, 3}, 6, 6},
+		{"unknown follower holds it", []int32{1, 9}, 5, 5},
+	}
+	for _, c := range cases {
+		if got := highWatermarkFor(1, 10, c.current, c.isr, fs); got != c.want {
+			t.Errorf("%s: HW %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestOutOfSyncByTimeNotCount(t *testing.T) {
+	now := time.Unix(2000, 0)
+	lag := 10 * time.Second
+	fs := map[int32]*followerState{
+		2: {lastCaughtUp: now.Add(-5 * time.Second), logEndOffset: 0},   // far behind in count, but recently caught up
+		3: {lastCaughtUp: now.Add(-11 * time.Second), logEndOffset: 99}, // close in count, but not caught up for 11 s
+	}
+	got := outOfSync(1, []int32{1, 2, 3, 4}, fs, now, lag)
+	if !slices.Equal(got, []int32{3, 4}) {
+		t.Fatalf("out of sync %v, want [3 4] (4: never fetched)", got)
+	}
+}
+
+func TestCanJoinISR(t *testing.T) {
+	f := &followerState{logEndOffset: 50}
+	if !canJoinISR([]int32{1}, 2, f, 50, 40) {
+		t.Fatal("caught up to HW and epoch start: may join")
+	}
+	if canJoinISR([]int32{1}, 2, f, 51, 40) || canJoinISR([]int32{1}, 2, f, 50, 60) || canJoinISR([]int32{1, 2}, 2, f, 0, 0) {
+		t.Fatal("below HW, below epoch start, or already in: may not join")
+	}
+}

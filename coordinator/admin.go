@@ -162,18 +162,20 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	now := c.now()
 	g.mu.Unlock()
 
-	err := c.appendRecords(ctx, g.partition, now, records)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err != nil {
-		g.state = stateEmpty // nothing could change while Dead
-		code := appendErrorCode(err, false)
-		c.logger.Warn("failed to delete group", "group", id, "err", err, "code", code)
-		return code
-	}
-	g.killLocked()
-	c.logger.Info("deleted group", "group", id)
-	return 0
+	code = 0
+	c.writeGroup(ctx, g, now, records, func(err error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if err != nil {
+			g.state = stateEmpty // nothing could change while Dead
+			code = appendErrorCode(err, false)
+			c.logger.Warn("failed to delete group", "group", id, "err", err, "code", code)
+			return
+		}
+		g.killLocked()
+		c.logger.Info("deleted group", "group", id)
+	})
+	return code
 }
 
 // allTombstonesLocked deletes every offset of the group and the group.
@@ -195,6 +197,7 @@ func (g *group) allTombstonesLocked() []record {
 func (g *group) killLocked() {
 	g.state = stateDead
 	g.offsets = map[topicPartition]offsetEntry{}
+	g.storedMeta = nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
 		delete(g.pending, id)
@@ -279,9 +282,21 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	if len(records) == 0 {
 		return answer(0)
 	}
-	if err := c.appendRecords(ctx, g.partition, now, records); err != nil {
-		code := appendErrorCode(err, true)
-		c.logger.Warn("failed to delete offsets", "group", g.id, "err", err, "code", code)
+	var appendErr error
+	c.writeGroup(ctx, g, now, records, func(err error) {
+		appendErr = err
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		for _, tp := range deleting {
+			delete(g.offsets, tp)
+		}
+		g.mu.Unlock()
+	})
+	if appendErr != nil {
+		code := appendErrorCode(appendErr, true)
+		c.logger.Warn("failed to delete offsets", "group", g.id, "err", appendErr, "code", code)
 		for i, t := range req.Topics {
 			for j := range t.Partitions {
 				if codes[i][j] == 0 {
@@ -289,12 +304,6 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 				}
 			}
 		}
-		return answer(0)
 	}
-	g.mu.Lock()
-	for _, tp := range deleting {
-		delete(g.offsets, tp)
-	}
-	g.mu.Unlock()
 	return answer(0)
 }

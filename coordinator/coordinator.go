@@ -10,10 +10,14 @@
 // rebuilds the state by replaying that partition.
 //
 // Locking: Coordinator.mu guards the partition table; each group has its
-// own mu guarding its state. Lock order: group.mu before Coordinator.mu;
-// never acquire a group's mu while holding Coordinator.mu. No lock is held
-// while blocked: requests that wait (JoinGroup, SyncGroup) park on channels,
-// and writes to the log are serialised per group by a token channel
+// own mu guarding its state; each __consumer_offsets partition has a
+// partLog.mu (RWMutex) that orders appends against snapshots (snapshot.go).
+// Lock order: partLog.mu, then group.mu, then Coordinator.mu (then
+// Coordinator.plMu, a leaf); never acquire a group's mu while holding
+// Coordinator.mu, and never wait for partLog.mu while holding a group's mu.
+// No lock is held while blocked, except partLog.mu across the append it
+// orders: requests that wait (JoinGroup, SyncGroup) park on channels, and
+// writes to the log are serialised per group by a token channel
 // (group.writeTok), never by a mutex.
 package coordinator
 
@@ -35,6 +39,12 @@ type Config struct {
 	MinSessionTimeout     time.Duration // group.min.session.timeout.ms
 	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	MaxRecordBytes        int32         // message.max.bytes: bound on one stored record batch
+	// SnapshotBytes bounds __consumer_offsets without log compaction: once
+	// more than max(SnapshotBytes, size of the last snapshot) bytes were
+	// appended to a partition since its last snapshot, the coordinator
+	// rewrites the partition's live state and moves the log start past
+	// everything older (snapshot.go). 0 means 64 MiB; negative disables.
+	SnapshotBytes int64
 }
 
 // OffsetsLog is how the coordinator stores and loads its records in
@@ -52,10 +62,16 @@ type Config struct {
 type OffsetsLog interface {
 	// Append writes one v2 record batch (built by the coordinator, base
 	// offset 0) to partition p of __consumer_offsets and returns once it is
-	// committed (acks=all).
-	Append(ctx context.Context, partition int32, batch []byte) error
-	// ReadAll calls fn with every committed batch of partition p, in order.
+	// committed (acks=all), with the offset assigned to the batch's first
+	// record.
+	Append(ctx context.Context, partition int32, batch []byte) (baseOffset int64, err error)
+	// ReadAll calls fn with every committed batch of partition p from its
+	// log start offset, in order.
 	ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error
+	// DeleteBefore raises partition p's log start offset to offset (a
+	// committed offset returned by Append): ReadAll no longer returns the
+	// records before it, and their storage may be reclaimed.
+	DeleteBefore(ctx context.Context, partition int32, offset int64) error
 }
 
 // Kafka's offset.metadata.max.bytes default.
@@ -86,6 +102,11 @@ type Coordinator struct {
 	// leads or is loading. A partition absent here answers NOT_COORDINATOR.
 	partitions map[int32]*partitionState
 	closed     bool // guarded by mu
+
+	plMu sync.Mutex
+	// partLogs guarded by plMu: the append/snapshot state of each partition
+	// ever used, created on first use and never removed.
+	partLogs map[int32]*partLog
 }
 
 // partitionState is one led __consumer_offsets partition. Its fields are
@@ -107,6 +128,9 @@ func New(cfg Config, log OffsetsLog, logger *slog.Logger) *Coordinator {
 	if cfg.MaxRecordBytes <= 0 {
 		cfg.MaxRecordBytes = 1048588
 	}
+	if cfg.SnapshotBytes == 0 {
+		cfg.SnapshotBytes = 64 << 20
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{
 		cfg:        cfg,
@@ -116,6 +140,7 @@ func New(cfg Config, log OffsetsLog, logger *slog.Logger) *Coordinator {
 		bgCtx:      ctx,
 		bgCancel:   cancel,
 		partitions: make(map[int32]*partitionState),
+		partLogs:   make(map[int32]*partLog),
 	}
 	if cfg.OffsetsRetention > 0 {
 		c.bg.Add(1)
@@ -178,8 +203,16 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error {
 	c.partitions[partition] = ps
 	c.mu.Unlock()
 
+	// Barrier: a write or snapshot that passed its ownership check under an
+	// earlier tenure finishes before the replay starts; later ones see ps
+	// loading (or a new group table) and append nothing.
+	pl := c.partLog(partition)
+	pl.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
+	pl.mu.Unlock()
+
 	start := c.now()
-	groups, err := c.load(ctx, partition)
+	groups, stats, err := c.load(ctx, partition)
 	c.mu.Lock()
 	if c.partitions[partition] != ps {
 		c.mu.Unlock()
@@ -204,7 +237,9 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error {
 		g.mu.Unlock()
 	}
 	c.logger.Info("loaded __consumer_offsets partition", "partition", partition,
-		"groups", len(groups), "took", now.Sub(start))
+		"groups", len(groups), "bytes", stats.replayed, "took", now.Sub(start))
+	pl.afterLoad(stats)
+	c.maybeSnapshot(partition, pl)
 	return nil
 }
 

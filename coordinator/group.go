@@ -97,6 +97,11 @@ type group struct {
 	subsKnown    bool                // subscribed could be decoded
 	offsets      map[topicPartition]offsetEntry
 	syncStoreGen int32 // generation whose leader assignment is being or was written
+	// storedMeta is the value of the newest group metadata record durably
+	// in the log (nil: none). It can differ from the in-memory membership,
+	// which is only written at SyncGroup, on becoming Empty and on static
+	// member replacement; snapshots rewrite this, never the live state.
+	storedMeta []byte
 }
 
 func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group {
@@ -320,19 +325,32 @@ func (g *group) tryCompleteJoinLocked(now time.Time) {
 	}
 }
 
-// completeJoinLocked is GroupCoordinator.onCompleteJoin: members that did
-// not rejoin are removed, the next generation starts, and every waiting
-// JoinGroup is answered (the leader with all members' metadata).
+// completeJoinLocked is GroupCoordinator.onCompleteJoin: dynamic members
+// that did not rejoin are removed (static ones stay, until their session
+// times out), the next generation starts, and every waiting JoinGroup is
+// answered (the leader with all members' metadata). When only static
+// members remain and none rejoined, the join phase waits another rebalance
+// timeout instead.
 func (g *group) completeJoinLocked(now time.Time) {
 	g.stopJoinTimer()
 	g.initialDelay = false
+	joined := false
 	for _, m := range g.membersInOrder() {
-		if m.joinWait == nil {
+		switch {
+		case m.joinWait != nil:
+			joined = true
+		case m.instanceID == nil:
 			g.c.logger.Info("removing member that did not rejoin", "group", g.id, "member", m.id)
 			g.removeMemberLocked(m)
 		}
 	}
 	if g.state == stateDead {
+		return
+	}
+	if !joined && len(g.members) > 0 {
+		g.c.logger.Warn("no member rejoined; waiting for static members", "group", g.id,
+			"generation", g.generation, "members", len(g.members))
+		g.scheduleJoinLocked(g.rebalanceTimeout())
 		return
 	}
 	g.electJoinedLeaderLocked()

@@ -5,12 +5,13 @@ package coordinator
 //
 // Heartbeat: restarts the member's session; REBALANCE_IN_PROGRESS while
 // PreparingRebalance tells the member to rejoin. While the partition loads
-// the answer is NONE, as Kafka's. v3+ group.instance.id is ignored.
+// the answer is NONE, as Kafka's. v3+ group.instance.id: FENCED_INSTANCE_ID
+// when it maps to another member id.
 //
 // LeaveGroup: v0-v2 name one member; v3+ a batch, each with its own error
-// and the top-level error for the group. Members named only by
-// group.instance.id (static membership, not implemented) get
-// UNKNOWN_MEMBER_ID. v5 reasons are logged.
+// and the top-level error for the group. A member named only by
+// group.instance.id (empty member id) is removed by it; one named by both
+// must match (FENCED_INSTANCE_ID otherwise). v5 reasons are logged.
 
 import (
 	"context"
@@ -39,18 +40,22 @@ func (c *Coordinator) Heartbeat(_ context.Context, req *kmsg.HeartbeatRequest) *
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	resp.ErrorCode = g.heartbeatLocked(req.MemberID, req.Generation)
+	instanceID := req.InstanceID
+	if req.Version < 3 {
+		instanceID = nil
+	}
+	resp.ErrorCode = g.heartbeatLocked(req.MemberID, instanceID, req.Generation)
 	return resp
 }
 
-func (g *group) heartbeatLocked(memberID string, generation int32) int16 {
+func (g *group) heartbeatLocked(memberID string, instanceID *string, generation int32) int16 {
 	if code := g.statusLocked(); code != 0 {
 		return code
 	}
-	m := g.members[memberID]
-	if m == nil {
-		return errUnknownMemberID
+	if code := g.validateCurrentMemberLocked(memberID, instanceID); code != 0 {
+		return code
 	}
+	m := g.members[memberID]
 	if generation != g.generation {
 		return errIllegalGeneration
 	}
@@ -105,23 +110,34 @@ func (c *Coordinator) LeaveGroup(_ context.Context, req *kmsg.LeaveGroupRequest)
 		return finish(code)
 	}
 	now := c.now()
+	leave := func(m *member, l kmsg.LeaveGroupRequestMember) {
+		reason := "member " + m.id + " left"
+		if l.Reason != nil {
+			reason += ": " + *l.Reason
+		}
+		g.c.logger.Info("member leaving group", "group", g.id, "member", m.id, "reason", reason)
+		g.removeMemberAndUpdateLocked(m, now, reason)
+	}
 	for _, l := range leaving {
 		r := kmsg.LeaveGroupResponseMember{MemberID: l.MemberID, InstanceID: l.InstanceID}
-		if pm := g.pending[l.MemberID]; pm != nil {
+		switch pm := g.pending[l.MemberID]; {
+		case l.MemberID == "" && l.InstanceID != nil:
+			// Removal by instance id (GroupCoordinator.handleLeaveGroup).
+			if m := g.members[g.static[*l.InstanceID]]; m != nil {
+				leave(m, l)
+			} else {
+				r.ErrorCode = errUnknownMemberID
+			}
+		case pm != nil:
 			pm.stopHeartbeat()
 			delete(g.pending, pm.id)
 			if g.state == statePreparingRebalance {
 				g.tryCompleteJoinLocked(now)
 			}
-		} else if m := g.members[l.MemberID]; m != nil {
-			reason := "member " + m.id + " left"
-			if l.Reason != nil {
-				reason += ": " + *l.Reason
+		default:
+			if r.ErrorCode = g.validateCurrentMemberLocked(l.MemberID, l.InstanceID); r.ErrorCode == 0 {
+				leave(g.members[l.MemberID], l)
 			}
-			g.c.logger.Info("member leaving group", "group", g.id, "member", m.id, "reason", reason)
-			g.removeMemberAndUpdateLocked(m, now, reason)
-		} else {
-			r.ErrorCode = errUnknownMemberID
 		}
 		resp.Members = append(resp.Members, r)
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -15,28 +16,97 @@ import (
 )
 
 // memLog is an in-memory OffsetsLog standing in for the replica layer. It
-// checks every appended batch the way the produce path would (v2, CRC).
+// checks every appended batch the way the produce path would (v2, CRC),
+// assigns offsets, and models the log start offset (DeleteBefore).
 type memLog struct {
 	mu       sync.Mutex
-	parts    map[int32][][]byte
+	parts    map[int32]*memPart
 	failNext error         // returned (once) by the next Append
 	readGate chan struct{} // when set, ReadAll waits for it to close
+	// history holds every batch ever appended, whatever DeleteBefore did.
+	history map[int32][][]byte
 }
 
-func newMemLog() *memLog { return &memLog{parts: map[int32][][]byte{}} }
+// memPart is one partition: the batches from the log start, the next
+// offset, and the log start offset.
+type memPart struct {
+	batches []memBatch
+	next    int64
+	start   int64
+}
 
-func (l *memLog) Append(ctx context.Context, partition int32, batch []byte) error {
-	if _, err := recordbatch.Validate(batch); err != nil {
-		return err
+type memBatch struct {
+	base    int64
+	records int64
+	data    []byte
+}
+
+func newMemLog() *memLog {
+	return &memLog{parts: map[int32]*memPart{}, history: map[int32][][]byte{}}
+}
+
+// fullHistory returns a new log holding every batch ever appended to l, as
+// if DeleteBefore had never been called.
+func (l *memLog) fullHistory() *memLog {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := newMemLog()
+	for p, bs := range l.history {
+		for _, b := range bs {
+			if _, err := out.Append(context.Background(), p, b); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return out
+}
+
+func (l *memLog) partLocked(p int32) *memPart {
+	mp := l.parts[p]
+	if mp == nil {
+		mp = &memPart{}
+		l.parts[p] = mp
+	}
+	return mp
+}
+
+func (l *memLog) Append(ctx context.Context, partition int32, batch []byte) (int64, error) {
+	h, err := recordbatch.Validate(batch)
+	if err != nil {
+		return -1, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.failNext; err != nil {
 		l.failNext = nil
-		return err
+		return -1, err
 	}
-	l.parts[partition] = append(l.parts[partition], append([]byte(nil), batch...))
-	return ctx.Err()
+	mp := l.partLocked(partition)
+	base := mp.next
+	n := int64(h.LastOffsetDelta) + 1
+	mp.batches = append(mp.batches, memBatch{base: base, records: n, data: append([]byte(nil), batch...)})
+	l.history[partition] = append(l.history[partition], mp.batches[len(mp.batches)-1].data)
+	mp.next += n
+	return base, ctx.Err()
+}
+
+func (l *memLog) DeleteBefore(_ context.Context, partition int32, offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mp := l.partLocked(partition)
+	if offset < mp.start || offset > mp.next {
+		return fmt.Errorf("delete before %d: outside [%d, %d]", offset, mp.start, mp.next)
+	}
+	mp.start = offset
+	i := 0
+	for i < len(mp.batches) && mp.batches[i].base+mp.batches[i].records <= offset {
+		i++
+	}
+	if i < len(mp.batches) && mp.batches[i].base < offset {
+		return fmt.Errorf("delete before %d: inside the batch at %d", offset, mp.batches[i].base)
+	}
+	mp.batches = append([]memBatch(nil), mp.batches[i:]...)
+	return nil
 }
 
 func (l *memLog) ReadAll(ctx context.Context, partition int32, fn func([]byte) error) error {
@@ -51,20 +121,30 @@ func (l *memLog) ReadAll(ctx context.Context, partition int32, fn func([]byte) e
 		}
 	}
 	l.mu.Lock()
-	batches := append([][]byte(nil), l.parts[partition]...)
+	batches := append([]memBatch(nil), l.partLocked(partition).batches...)
 	l.mu.Unlock()
 	for _, b := range batches {
-		if err := fn(b); err != nil {
+		if err := fn(b.data); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// batches is the number of batches retained in partition.
 func (l *memLog) batches(partition int32) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.parts[partition])
+	return len(l.partLocked(partition).batches)
+}
+
+// retained returns the log start offset and the number of records retained
+// from it.
+func (l *memLog) retained(partition int32) (start, records int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mp := l.partLocked(partition)
+	return mp.start, mp.next - mp.start
 }
 
 func testConfig() Config {

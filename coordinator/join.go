@@ -6,9 +6,9 @@ package coordinator
 //   - v4+: a first join (empty member id) is answered MEMBER_ID_REQUIRED
 //     with a generated member id; the member is pending until it rejoins
 //     with that id or its session timeout passes (KIP-394).
-//   - v5+ group.instance.id (static membership) is not implemented: the
-//     field is accepted and ignored, so a static member behaves as a dynamic
-//     one (new member id on restart, removed after its session timeout).
+//   - v5+ group.instance.id: static membership (static.go). A static member
+//     is never answered MEMBER_ID_REQUIRED; one that restarts replaces its
+//     old member id, without a rebalance when the group is Stable.
 //   - v7+ returns the protocol type, v9 skip_assignment is always false.
 //
 // A join parks until the join phase completes (every member rejoined or the
@@ -82,13 +82,26 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		return fail(errInconsistentGroupProtocol)
 	}
 	now := c.now()
+	instanceID := req.InstanceID
+	if req.Version < 5 {
+		instanceID = nil
+	}
 	var m *member
 	var w *joinWaiter
 	if req.MemberID == "" {
 		ci := clientInfoFrom(ctx)
-		m = &member{id: newMemberID(ci.ClientID, nil), clientID: ci.ClientID, clientHost: ci.ClientHost}
+		newID := newMemberID(ci.ClientID, instanceID)
+		if instanceID != nil {
+			if old := g.members[g.static[*instanceID]]; old != nil {
+				// GroupCoordinator.doStaticNewMemberJoinGroup, known instance.
+				w = g.updateStaticMemberAndRebalanceLocked(old, newID, req, now)
+				g.mu.Unlock()
+				return waitJoin(ctx, w, fail)
+			}
+		}
+		m = &member{id: newID, instanceID: cloneString(instanceID), clientID: ci.ClientID, clientHost: ci.ClientHost}
 		m.update(req)
-		if req.Version >= 4 {
+		if req.Version >= 4 && instanceID == nil {
 			g.pending[m.id] = m
 			g.scheduleHeartbeatLocked(m, now)
 			g.mu.Unlock()
@@ -99,15 +112,21 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	} else if pm := g.pending[req.MemberID]; pm != nil {
 		delete(g.pending, pm.id)
 		pm.stopHeartbeat()
+		if instanceID != nil {
+			// Kafka throws here (a pending member is never static); the
+			// member starts over.
+			g.mu.Unlock()
+			return fail(errUnknownMemberID)
+		}
 		m = pm
 		m.update(req)
 		w = g.addMemberAndRebalanceLocked(m, req, now)
 	} else {
-		m = g.members[req.MemberID]
-		if m == nil {
+		if code := g.validateCurrentMemberLocked(req.MemberID, instanceID); code != 0 {
 			g.mu.Unlock()
-			return fail(errUnknownMemberID)
+			return fail(code)
 		}
+		m = g.members[req.MemberID]
 		switch g.state {
 		case statePreparingRebalance:
 			w = g.updateMemberAndRebalanceLocked(m, req, now)
@@ -127,7 +146,11 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		}
 	}
 	g.mu.Unlock()
+	return waitJoin(ctx, w, fail)
+}
 
+// waitJoin waits for a parked JoinGroup's answer.
+func waitJoin(ctx context.Context, w *joinWaiter, fail func(int16) *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
 	select {
 	case <-w.done:
 		return w.resp
@@ -141,6 +164,14 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		}
 		return fail(errCoordinatorNotAvailable)
 	}
+}
+
+func cloneString(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	return &c
 }
 
 // update copies the join request's member settings into m.

@@ -4,6 +4,7 @@ package coordinator
 // and the periodic offset expiry (GroupMetadataManager.cleanupGroupMetadata).
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -15,13 +16,21 @@ import (
 // records win, tombstones delete.
 type loadedGroup struct {
 	meta    *kmsg.GroupMetadataValue // nil: none, or deleted
+	metaRaw []byte                   // meta as stored (its value bytes)
 	offsets map[topicPartition]offsetEntry
+}
+
+// loadStats describes a replay, for the snapshot trigger.
+type loadStats struct {
+	replayed int64 // bytes of the batches replayed
+	live     int64 // estimated bytes of the records a snapshot would write
 }
 
 // load replays partition p and rebuilds its groups. Groups whose metadata
 // has members come back Stable with their assignments; their sessions
 // restart (onLoadedLocked). Groups with only offsets come back Empty.
-func (c *Coordinator) load(ctx context.Context, partition int32) (map[string]*group, error) {
+func (c *Coordinator) load(ctx context.Context, partition int32) (map[string]*group, loadStats, error) {
+	var stats loadStats
 	loaded := map[string]*loadedGroup{}
 	get := func(id string) *loadedGroup {
 		lg := loaded[id]
@@ -32,6 +41,7 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (map[string]*gr
 		return lg
 	}
 	err := c.log.ReadAll(ctx, partition, func(batch []byte) error {
+		stats.replayed += int64(len(batch))
 		records, err := decodeBatch(batch)
 		if err != nil {
 			return err
@@ -64,12 +74,16 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (map[string]*gr
 				lg.offsets[p.tp] = o
 			default:
 				lg.meta = p.groupMeta
+				lg.metaRaw = nil
+				if p.groupMeta != nil {
+					lg.metaRaw = bytes.Clone(r.value) // the batch buffer may be reused
+				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
+		return nil, stats, fmt.Errorf("replay: %w", err)
 	}
 	now := c.now()
 	groups := make(map[string]*group, len(loaded))
@@ -78,8 +92,9 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (map[string]*gr
 			continue
 		}
 		groups[id] = restoreGroup(c, id, partition, lg, now)
+		stats.live += int64(len(lg.metaRaw)) + int64(len(lg.offsets))*int64(len(id)+64)
 	}
-	return groups, nil
+	return groups, stats, nil
 }
 
 // restoreGroup builds a group from its replayed records (GroupMetadata.loadGroup).
@@ -90,6 +105,7 @@ func restoreGroup(c *Coordinator, id string, partition int32, lg *loadedGroup, n
 	if v == nil {
 		return g
 	}
+	g.storedMeta = lg.metaRaw
 	g.generation = v.Generation
 	g.syncStoreGen = v.Generation
 	g.protocolType = v.ProtocolType
@@ -201,21 +217,22 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 	}
 	g.mu.Unlock()
 
-	err := c.appendRecords(ctx, g.partition, now, records)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err != nil {
-		if die {
-			g.state = stateEmpty
+	c.writeGroup(ctx, g, now, records, func(err error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if err != nil {
+			if die {
+				g.state = stateEmpty
+			}
+			c.logger.Warn("failed to expire offsets", "group", g.id, "err", err)
+			return
 		}
-		c.logger.Warn("failed to expire offsets", "group", g.id, "err", err)
-		return
-	}
-	for _, tp := range expired {
-		delete(g.offsets, tp)
-	}
-	c.logger.Info("expired offsets", "group", g.id, "offsets", len(expired), "group_removed", die)
-	if die {
-		g.killLocked()
-	}
+		for _, tp := range expired {
+			delete(g.offsets, tp)
+		}
+		c.logger.Info("expired offsets", "group", g.id, "offsets", len(expired), "group_removed", die)
+		if die {
+			g.killLocked()
+		}
+	})
 }

@@ -14,7 +14,9 @@ package coordinator
 //     partition, the others are committed.
 //   - v1 per-partition timestamps and v2-v4 retention times are ignored:
 //     the commit time is now and expiry follows OffsetsRetention.
-//   - v6+ leader epochs are stored; v7+ group.instance.id is ignored.
+//   - v6+ leader epochs are stored; v7+ group.instance.id must map to the
+//     member id (FENCED_INSTANCE_ID otherwise, UNKNOWN_MEMBER_ID when
+//     unknown).
 //   - Durable: the offsets are appended (acks=all) before they are visible
 //     or acknowledged; a failed append answers Kafka's storeOffsets mapping
 //     (see OffsetsLog). Topics are not checked against the metadata cache
@@ -79,12 +81,19 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		return answer(code)
 	}
 	m := g.members[memberID]
+	instanceID := req.InstanceID
+	if req.Version < 7 {
+		instanceID = nil
+	}
+	memberCode := g.validateCurrentMemberLocked(memberID, instanceID)
 	if code := validateCommit(commitCheck{
 		state:      g.state,
 		generation: g.generation,
-		isMember:   m != nil,
+		isMember:   memberCode == 0,
+		fenced:     memberCode == errFencedInstanceID,
 		reqGen:     generation,
 		reqMember:  memberID,
+		reqStatic:  instanceID != nil,
 	}); code != 0 {
 		g.mu.Unlock()
 		return answer(code)
@@ -126,9 +135,21 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	if len(records) == 0 {
 		return answer(0)
 	}
-	if err := c.appendRecords(ctx, g.partition, now, records); err != nil {
-		code := appendErrorCode(err, true)
-		c.logger.Warn("failed to store offsets", "group", g.id, "err", err, "code", code)
+	var appendErr error
+	c.writeGroup(ctx, g, now, records, func(err error) {
+		appendErr = err
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		for _, cm := range commits {
+			g.offsets[cm.tp] = cm.o
+		}
+		g.mu.Unlock()
+	})
+	if appendErr != nil {
+		code := appendErrorCode(appendErr, true)
+		c.logger.Warn("failed to store offsets", "group", g.id, "err", appendErr, "code", code)
 		for i, t := range req.Topics {
 			for j := range t.Partitions {
 				if codes[i][j] == 0 {
@@ -136,12 +157,6 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 				}
 			}
 		}
-		return answer(0)
 	}
-	g.mu.Lock()
-	for _, cm := range commits {
-		g.offsets[cm.tp] = cm.o
-	}
-	g.mu.Unlock()
 	return answer(0)
 }

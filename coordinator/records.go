@@ -13,12 +13,10 @@ package coordinator
 // value is a tombstone. Records travel in one uncompressed v2 batch per
 // write, base offset 0 (the replica layer assigns offsets), producer id -1.
 //
-// COMPACTION: the segment layer does not compact, so __consumer_offsets
-// grows with every commit and only time/size retention bounds it. Because
-// BecomeLeader replays the whole partition, deleting old segments without
-// compaction would lose live offsets. Until log compaction (or a snapshot
-// rewrite) exists, __consumer_offsets must be configured with unlimited
-// retention and its load time grows with the commit history.
+// COMPACTION: the segment layer does not compact. Instead the coordinator
+// bounds each partition with snapshots of its live state followed by a
+// log-start move (snapshot.go), so load replays at most about twice the live
+// state plus Config.SnapshotBytes.
 
 import (
 	"encoding/binary"
@@ -56,6 +54,11 @@ func offsetRecord(group string, tp topicPartition, o offsetEntry) record {
 	v.LeaderEpoch = o.leaderEpoch
 	v.Metadata = o.metadata
 	v.CommitTimestamp = o.commitTime.UnixMilli()
+	if !o.expireTime.IsZero() {
+		// Only loaded from old (v1) values; a snapshot keeps it as it was.
+		v.Version = 1
+		v.ExpireTimestamp = o.expireTime.UnixMilli()
+	}
 	return record{key: offsetKey(group, tp.topic, tp.partition), value: v.AppendTo(nil)}
 }
 

@@ -15,6 +15,8 @@ package coordinator
 //   - Stable: the member's current assignment is returned.
 //   - While the partition loads, REBALANCE_IN_PROGRESS (not
 //     COORDINATOR_LOAD_IN_PROGRESS, which old clients do not expect).
+//   - v3+ group.instance.id: FENCED_INSTANCE_ID when it maps to another
+//     member id (static.go).
 //   - v5 protocol type / name are checked (INCONSISTENT_GROUP_PROTOCOL).
 
 import (
@@ -51,10 +53,14 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		g.mu.Unlock()
 		return fail(code)
 	}
+	instanceID := req.InstanceID
+	if req.Version < 3 {
+		instanceID = nil
+	}
 	m := g.members[req.MemberID]
+	code = g.validateCurrentMemberLocked(req.MemberID, instanceID)
 	switch {
-	case m == nil:
-		code = errUnknownMemberID
+	case code != 0:
 	case req.Generation != g.generation:
 		code = errIllegalGeneration
 	case req.ProtocolType != nil && *req.ProtocolType != g.protocolType,
@@ -140,8 +146,14 @@ func (g *group) storeAssignment(ctx context.Context, gen int32, assignments map[
 	rec := groupRecord(g.id, g.metadataValueLocked(now, assignments))
 	g.mu.Unlock()
 
-	err := c.appendRecords(ctx, g.partition, now, []record{rec})
-	g.finishAssignment(gen, assignments, err)
+	c.writeGroup(ctx, g, now, []record{rec}, func(err error) {
+		if err == nil {
+			g.mu.Lock()
+			g.storedMeta = rec.value
+			g.mu.Unlock()
+		}
+		g.finishAssignment(gen, assignments, err)
+	})
 }
 
 func (g *group) finishAssignment(gen int32, assignments map[string][]byte, err error) {
@@ -222,9 +234,15 @@ func (g *group) storeGroupAsync(gen int32) {
 		now := g.c.now()
 		rec := groupRecord(g.id, g.metadataValueLocked(now, nil))
 		g.mu.Unlock()
-		if err := g.c.appendRecords(ctx, g.partition, now, []record{rec}); err != nil {
-			g.c.logger.Warn("failed to store empty group", "group", g.id, "generation", gen, "err", err)
-		}
+		g.c.writeGroup(ctx, g, now, []record{rec}, func(err error) {
+			if err != nil {
+				g.c.logger.Warn("failed to store empty group", "group", g.id, "generation", gen, "err", err)
+				return
+			}
+			g.mu.Lock()
+			g.storedMeta = rec.value
+			g.mu.Unlock()
+		})
 	})
 }
 
@@ -239,14 +257,3 @@ func (g *group) acquireWrite(ctx context.Context) error {
 }
 
 func (g *group) releaseWrite() { <-g.writeTok }
-
-// appendRecords writes records as one batch to the group's partition. A
-// batch larger than MaxRecordBytes is refused as MESSAGE_TOO_LARGE without
-// reaching the log.
-func (c *Coordinator) appendRecords(ctx context.Context, partition int32, now time.Time, records []record) error {
-	batch := buildBatch(records, now.UnixMilli())
-	if len(batch) > int(c.cfg.MaxRecordBytes) {
-		return errTooLarge
-	}
-	return c.log.Append(ctx, partition, batch)
-}

@@ -134,20 +134,36 @@ func (o *offsetsLog) partition(p int32) (*replica.Partition, error) {
 	return part, nil
 }
 
-func (o *offsetsLog) Append(ctx context.Context, partition int32, batch []byte) error {
+func (o *offsetsLog) Append(ctx context.Context, partition int32, batch []byte) (int64, error) {
+	part, err := o.partition(partition)
+	if err != nil {
+		return -1, err
+	}
+	h, err := recordbatch.Validate(batch)
+	if err != nil {
+		return -1, fmt.Errorf("group record batch: %w", err)
+	}
+	res, err := part.AppendAsLeader([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now())
+	if err != nil {
+		return -1, err
+	}
+	if err := part.WaitForHighWatermark(ctx, res.LastOffset); err != nil {
+		return -1, err
+	}
+	return res.BaseOffset, nil
+}
+
+// DeleteBefore raises the log start offset, as DeleteRecords does, after a
+// coordinator snapshot made the records below offset redundant.
+func (o *offsetsLog) DeleteBefore(_ context.Context, partition int32, offset int64) error {
 	part, err := o.partition(partition)
 	if err != nil {
 		return err
 	}
-	h, err := recordbatch.Validate(batch)
-	if err != nil {
-		return fmt.Errorf("group record batch: %w", err)
+	if _, err := part.DeleteRecordsBefore(offset); err != nil {
+		return fmt.Errorf("delete %s-%d before %d: %w", offsetsTopic, partition, offset, err)
 	}
-	res, err := part.AppendAsLeader([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now())
-	if err != nil {
-		return err
-	}
-	return part.WaitForHighWatermark(ctx, res.LastOffset)
+	return nil
 }
 
 func (o *offsetsLog) ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error {

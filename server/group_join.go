@@ -1,6 +1,6 @@
 package server
 
-// JoinGroup v0-v9: the group coordinator's delayed join; blocks until the rebalance's join phase completes. group.instance.id (static membership) is accepted and ignored.
+// JoinGroup v0-v9: the group coordinator's delayed join; blocks until the rebalance's join phase completes. Static members (group.instance.id, v5+) rejoin without a rebalance (KIP-345).
 
 import (
 	"context"

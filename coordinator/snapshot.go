@@ -1,0 +1,296 @@
+package coordinator
+
+// Keeping __consumer_offsets bounded without log compaction: snapshots.
+//
+// Kafka compacts __consumer_offsets (cleanup.policy=compact) so that only the
+// newest record per key survives. The segment layer here does not compact,
+// so the coordinator bounds each partition itself: when more than
+// max(Config.SnapshotBytes, size of the previous snapshot) bytes were
+// appended since the last snapshot, it appends a SNAPSHOT of the partition's
+// durable state (for every group: its newest group metadata record, and one
+// offset record per committed partition; deleted keys simply do not
+// appear) as ordinary records, in batches bounded by MaxRecordBytes, and
+// then raises the log start offset to the snapshot's first offset
+// (OffsetsLog.DeleteBefore). Replaying from the new log start rebuilds
+// exactly the state a replay of the whole log would have: every key live at
+// the snapshot is rewritten with its newest value, every key not rewritten
+// was deleted (or never durable), and records after the snapshot apply on
+// top as before. The retained log is thus at most about twice the live
+// state plus the threshold, and each snapshot's cost is paid for by at
+// least as many bytes of new writes (amortised O(1) per write).
+//
+// CORRECTNESS (why a snapshot cannot lose a write). The danger is a record
+// appended before the snapshot's first offset whose effect is not yet in
+// the memory the snapshot copies: moving the log start past it would erase
+// it. partLog.mu excludes that:
+//   - every write holds partLog.mu shared from before its append until its
+//     effect is applied in memory (writeGroup);
+//   - a snapshot holds partLog.mu exclusively from before it reads the
+//     groups until after DeleteBefore.
+//
+// So while a snapshot copies the state no write is between "appended" and
+// "applied": every record below the snapshot's first offset was either
+// applied before the copy (and is in it, or was superseded by a later
+// applied record or tombstone that is also reflected in it) or failed. No
+// write can be appended between the copy and the snapshot's own records,
+// because none can start while the lock is held. Writes that wait for the
+// lock wait only for the snapshot's appends; the snapshot never waits for a
+// group's mu while a writer that holds that mu waits for the lock, because
+// writers never hold a group's mu while acquiring partLog.mu.
+//
+// What is copied is the DURABLE state, not the live one: offsets are
+// applied only after their append succeeds, so g.offsets is durable; group
+// membership changes in memory long before it is written (only SyncGroup,
+// becoming Empty and static member replacement store it), so the snapshot
+// rewrites g.storedMeta, the bytes of the newest stored metadata record. A
+// group being deleted (Dead, tombstones in flight) is copied as it is stored
+// until the tombstones are durable. An append that failed ambiguously (its
+// record may be in the log although the commit was answered with an error)
+// is superseded by the snapshot: after it, the log agrees with what the
+// coordinator served. Records this coordinator does not understand (Kafka's
+// transaction markers or newer key versions) are not carried over.
+//
+// A snapshot interrupted after some of its batches were appended is
+// harmless: it only rewrote current values, and the log start does not
+// move. BecomeLeader takes partLog.mu exclusively once before loading, so a
+// write or snapshot of an earlier tenure can never append into a replay.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// snapshotTimeout bounds a snapshot, during which this partition's writes
+// wait for partLog.mu.
+const snapshotTimeout = 30 * time.Second
+
+// partLog is the write side of one __consumer_offsets partition.
+type partLog struct {
+	// mu is held shared by each write from just before its append until its
+	// effect is applied in memory, and exclusively by a snapshot.
+	mu sync.RWMutex
+	// written counts bytes appended since the last snapshot or load.
+	written atomic.Int64
+	// lastSnapshot is the size of the last snapshot (or the estimated live
+	// state after a load): a snapshot is due when written exceeds it.
+	lastSnapshot atomic.Int64
+	running      atomic.Bool // a snapshot is scheduled or running
+}
+
+func (c *Coordinator) partLog(p int32) *partLog {
+	c.plMu.Lock()
+	defer c.plMu.Unlock()
+	pl := c.partLogs[p]
+	if pl == nil {
+		pl = &partLog{}
+		c.partLogs[p] = pl
+	}
+	return pl
+}
+
+// afterLoad resets the trigger after a replay: everything replayed beyond
+// the estimated live state counts as written since a snapshot, so a long
+// history is snapshotted right after loading.
+func (pl *partLog) afterLoad(s loadStats) {
+	pl.lastSnapshot.Store(s.live)
+	pl.written.Store(max(s.replayed-s.live, 0))
+}
+
+// errNotOwned marks a write for a group this coordinator no longer owns
+// (its partition resigned or reloaded, or the group was removed).
+var errNotOwned = fmt.Errorf("group no longer owned by this coordinator: %w", kerr.NotCoordinator)
+
+// ownsLocked reports whether g is the current group of its partition
+// (which is loaded). Called with Coordinator.mu held.
+func (c *Coordinator) ownsLocked(g *group) bool {
+	ps := c.partitions[g.partition]
+	return !c.closed && ps != nil && !ps.loading && ps.groups[g.id] == g
+}
+
+// writeGroup appends records for g as one batch and calls done with the
+// result before other writes of the partition can be snapshotted (see
+// CORRECTNESS above): done must apply the write's in-memory effect (taking
+// g.mu itself) and must not block. The caller holds g's write token and not
+// g.mu. A group that is no longer owned appends nothing and gets errNotOwned.
+func (c *Coordinator) writeGroup(ctx context.Context, g *group, now time.Time, records []record, done func(err error)) {
+	pl := c.partLog(g.partition)
+	pl.mu.RLock()
+	c.mu.Lock()
+	owned := c.ownsLocked(g)
+	c.mu.Unlock()
+	err := errNotOwned
+	if owned {
+		var n int
+		n, err = c.appendRecords(ctx, g.partition, now, records)
+		if err == nil {
+			pl.written.Add(int64(n))
+		}
+	}
+	done(err)
+	pl.mu.RUnlock()
+	c.maybeSnapshot(g.partition, pl)
+}
+
+// appendRecords writes records as one batch to partition and returns the
+// batch's size. A batch larger than MaxRecordBytes is refused as
+// MESSAGE_TOO_LARGE without reaching the log. Use writeGroup, which orders
+// the write against snapshots.
+func (c *Coordinator) appendRecords(ctx context.Context, partition int32, now time.Time, records []record) (int, error) {
+	batch := buildBatch(records, now.UnixMilli())
+	if len(batch) > int(c.cfg.MaxRecordBytes) {
+		return 0, errTooLarge
+	}
+	_, err := c.log.Append(ctx, partition, batch)
+	return len(batch), err
+}
+
+// maybeSnapshot starts a background snapshot of partition p when enough was
+// written since the last one and none is running.
+func (c *Coordinator) maybeSnapshot(p int32, pl *partLog) {
+	if c.cfg.SnapshotBytes < 0 {
+		return
+	}
+	if pl.written.Load() <= max(c.cfg.SnapshotBytes, pl.lastSnapshot.Load()) {
+		return
+	}
+	if !pl.running.CompareAndSwap(false, true) {
+		return
+	}
+	c.goBackground(func(ctx context.Context) {
+		defer pl.running.Store(false)
+		if err := c.snapshot(ctx, p); err != nil {
+			// Retry only after another threshold's worth of writes, so a
+			// partition that cannot snapshot does not loop.
+			pl.written.Store(0)
+			c.logger.Warn("snapshot of __consumer_offsets partition failed", "partition", p, "err", err)
+		}
+	})
+}
+
+// snapshot rewrites partition p's durable state and moves its log start to
+// the first record of the rewrite (see the comment at the top of the file).
+func (c *Coordinator) snapshot(ctx context.Context, p int32) error {
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
+	defer cancel()
+	pl := c.partLog(p)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+
+	c.mu.Lock()
+	ps := c.partitions[p]
+	if c.closed || ps == nil || ps.loading {
+		c.mu.Unlock()
+		return errNotOwned
+	}
+	groups := make([]*group, 0, len(ps.groups))
+	for _, g := range ps.groups {
+		groups = append(groups, g)
+	}
+	c.mu.Unlock()
+	sort.Slice(groups, func(i, j int) bool { return groups[i].id < groups[j].id })
+
+	var records []record
+	for _, g := range groups {
+		g.mu.Lock()
+		if g.unloadCode != 0 {
+			g.mu.Unlock()
+			return errNotOwned
+		}
+		records = g.durableRecordsLocked(records)
+		g.mu.Unlock()
+	}
+	if len(records) == 0 {
+		// Nothing is live: one no-op record (deleting a group that does not
+		// exist) marks where the log may start.
+		records = append(records, groupTombstone(""))
+	}
+	now := c.now()
+	batches, err := packBatches(records, now.UnixMilli(), int(c.cfg.MaxRecordBytes))
+	if err != nil {
+		return err
+	}
+	first := int64(-1)
+	var size int64
+	for _, b := range batches {
+		base, err := c.log.Append(ctx, p, b)
+		if err != nil {
+			return fmt.Errorf("append snapshot of __consumer_offsets-%d: %w", p, err)
+		}
+		if first < 0 {
+			first = base
+		}
+		size += int64(len(b))
+	}
+	if err := c.log.DeleteBefore(ctx, p, first); err != nil {
+		return fmt.Errorf("move log start of __consumer_offsets-%d to %d: %w", p, first, err)
+	}
+	written := pl.written.Swap(0)
+	pl.lastSnapshot.Store(size)
+	c.logger.Info("snapshotted __consumer_offsets partition", "partition", p, "groups", len(groups),
+		"records", len(records), "bytes", size, "log_start", first, "written_since_last", written,
+		"took", c.now().Sub(now))
+	return nil
+}
+
+// durableRecordsLocked appends the records that restore g's durable state:
+// its newest stored metadata, then its offsets in order.
+func (g *group) durableRecordsLocked(out []record) []record {
+	if g.storedMeta != nil {
+		out = append(out, record{key: groupKey(g.id), value: g.storedMeta})
+	}
+	tps := make([]topicPartition, 0, len(g.offsets))
+	for tp := range g.offsets {
+		tps = append(tps, tp)
+	}
+	sortTopicPartitions(tps)
+	for _, tp := range tps {
+		out = append(out, offsetRecord(g.id, tp, g.offsets[tp]))
+	}
+	return out
+}
+
+// Upper bounds of a v2 batch's fixed header and of one record's framing
+// (length, attributes, timestamp and offset deltas, key and value lengths,
+// header count, as varints).
+const (
+	batchHeaderBytes = 61
+	recordFrameBytes = 32
+)
+
+// packBatches encodes records, in order, as batches of at most maxBytes.
+func packBatches(records []record, nowMillis int64, maxBytes int) ([][]byte, error) {
+	var out [][]byte
+	var cur []record
+	size := batchHeaderBytes
+	flush := func() error {
+		b := buildBatch(cur, nowMillis)
+		if len(b) > maxBytes {
+			return fmt.Errorf("snapshot record of %d bytes: %w", len(b), errTooLarge)
+		}
+		out = append(out, b)
+		cur, size = nil, batchHeaderBytes
+		return nil
+	}
+	for _, r := range records {
+		n := len(r.key) + len(r.value) + recordFrameBytes
+		if len(cur) > 0 && size+n > maxBytes {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		cur = append(cur, r)
+		size += n
+	}
+	if len(cur) > 0 {
+		if err := flush(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -110,7 +110,7 @@ func (c *Controller) CreateTopic(req CreateTopicRequest, validateOnly bool) (*To
 	for _, b := range cur.Brokers {
 		brokers = append(brokers, b.ID)
 	}
-	assignment, err := c.assignmentFor(brokers, req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
+	assignment, err := assignmentFor(brokers, req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (c *Controller) CreateTopic(req CreateTopicRequest, validateOnly bool) (*To
 }
 
 // assignmentFor checks an explicit assignment or makes one.
-func (c *Controller) assignmentFor(brokers []int32, explicit [][]int32, numPartitions int32, rf int16, firstPartition int32) ([][]int32, error) {
+func assignmentFor(brokers []int32, explicit [][]int32, numPartitions int32, rf int16, firstPartition int32) ([][]int32, error) {
 	if len(explicit) > 0 {
 		for i, replicas := range explicit {
 			if len(replicas) == 0 {
@@ -197,7 +197,7 @@ func (c *Controller) CreatePartitions(name string, total int32, assignment [][]i
 		brokers = append(brokers, b.ID)
 	}
 	rf := int16(len(t.Partitions[0].Replicas))
-	added, err := c.assignmentFor(brokers, assignment, total-have, rf, have)
+	added, err := assignmentFor(brokers, assignment, total-have, rf, have)
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,19 @@ func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch in
 	return p, nil
 }
 
+// StopLeading makes the partition stop serving as leader (another broker
+// leads it, or nobody) while keeping its log.
+func (m *Manager) StopLeading(tp TopicPartition) {
+	p, ok := m.Get(tp)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isLeader = false
+	p.notifyLocked()
+}
+
 // Remove stops hosting tp; with deleteData its log directory is removed.
 func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 	m.mu.Lock()

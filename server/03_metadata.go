@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"sort"
 
 	"github.com/kbroker/kbroker/controller"
@@ -89,7 +89,13 @@ func handleMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.R
 			resp.Topics = append(resp.Topics, metadataTopic(b, t, req.Version))
 		}
 	}
-	for _, br := range md.Brokers {
+	brokers := md.Brokers
+	if _, known := md.Broker(b.self.ID); !known {
+		// A broker that has not heard from the controller yet still
+		// serves: name it, so clients keep a broker to talk to.
+		brokers = append(slices.Clone(brokers), b.self)
+	}
+	for _, br := range brokers {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = br.ID
 		mb.Host = br.Host
@@ -139,15 +145,9 @@ func (b *Broker) autoCreateTopic(name string) (*controller.Topic, error) {
 	if err := protocol.ValidTopicName(name); err != nil {
 		return nil, err
 	}
-	t, err := b.controller.CreateTopic(controller.CreateTopicRequest{
+	return b.createTopicAnywhere(controller.CreateTopicRequest{
 		Name:              name,
 		NumPartitions:     b.cfg.NumPartitions,
 		ReplicationFactor: b.cfg.DefaultReplicationFactor,
-	}, false)
-	if errors.Is(err, kerr.TopicAlreadyExists) {
-		if t := b.controller.Metadata().Topics[name]; t != nil {
-			return t, nil
-		}
-	}
-	return t, err
+	})
 }

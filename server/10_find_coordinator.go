@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/kbroker/kbroker/controller"
@@ -94,13 +93,13 @@ func (b *Broker) ensureOffsetsTopic() error {
 	if int(rf) > len(md.Brokers) {
 		rf = int16(len(md.Brokers))
 	}
-	_, err := b.controller.CreateTopic(controller.CreateTopicRequest{
+	_, err := b.createTopicAnywhere(controller.CreateTopicRequest{
 		Name:              offsetsTopic,
 		NumPartitions:     b.cfg.OffsetsTopicNumPartitions,
 		ReplicationFactor: rf,
 		Configs:           map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
-	}, false)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	})
+	if err != nil {
 		return fmt.Errorf("%w: creating %s: %v", kerr.CoordinatorNotAvailable, offsetsTopic, err)
 	}
 	return nil

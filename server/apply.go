@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,8 +28,11 @@ func (b *Broker) applyMetadata(md *controller.Metadata) {
 func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
+	defer b.viewChangedLocked()
 	var errs []error
-	wanted := make(map[replica.TopicPartition]bool)
+	// replicaHere: partitions this broker is assigned; data of any other
+	// hosted partition (deleted topic, moved replica) is removed.
+	replicaHere := make(map[replica.TopicPartition]bool)
 	for _, t := range md.Topics {
 		pcfg, err := b.partitionConfig(t.Configs)
 		if err != nil {
@@ -36,24 +40,35 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 			continue
 		}
 		for i, ps := range t.Partitions {
+			tp := replica.TopicPartition{Topic: t.Name, Partition: int32(i)}
+			if slices.Contains(ps.Replicas, b.self.ID) {
+				replicaHere[tp] = true
+			}
+			part, hosted := b.replicas.Get(tp)
+			wasLeader := hosted && part.State().IsLeader
 			if ps.Leader != b.self.ID {
+				if wasLeader {
+					// Another broker leads now (or nobody): stop
+					// serving it, keep the data.
+					if t.Name == offsetsTopic {
+						b.groups.Resign(int32(i))
+					}
+					b.replicas.StopLeading(tp)
+				}
 				continue
 			}
-			tp := replica.TopicPartition{Topic: t.Name, Partition: int32(i)}
-			wanted[tp] = true
-			_, hosted := b.replicas.Get(tp)
 			if _, err := b.replicas.MakeLeader(tp, t.ID, ps.LeaderEpoch, ps.ISR, pcfg); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if t.Name == offsetsTopic && !hosted {
+			if t.Name == offsetsTopic && !wasLeader {
 				go b.becomeCoordinator(int32(i))
 			}
 		}
 	}
 	for _, p := range b.replicas.All() {
 		tp := p.TopicPartition()
-		if wanted[tp] {
+		if replicaHere[tp] {
 			continue
 		}
 		if tp.Topic == offsetsTopic {
@@ -66,6 +81,19 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 	return errors.Join(errs...)
 }
 
+// viewChangedLocked wakes everyone waiting for the next cluster view.
+func (b *Broker) viewChangedLocked() {
+	close(b.viewChanged)
+	b.viewChanged = make(chan struct{})
+}
+
+// nextView returns a channel closed when the next cluster view is applied.
+func (b *Broker) nextView() <-chan struct{} {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	return b.viewChanged
+}
+
 // becomeCoordinator loads the groups of one __consumer_offsets partition.
 func (b *Broker) becomeCoordinator(partition int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -74,10 +102,6 @@ func (b *Broker) becomeCoordinator(partition int32) {
 		b.logger.Error("loading group coordinator partition failed", "partition", partition, "err", err)
 	}
 }
-
-// loadCoordinatorPartitions is a no-op hook kept for symmetry with cluster
-// mode: in embedded mode applyMetadata starts loading as partitions open.
-func (b *Broker) loadCoordinatorPartitions(context.Context) {}
 
 // partitionConfig turns a topic's overrides and the broker defaults into the
 // settings a partition acts on.

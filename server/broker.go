@@ -27,11 +27,14 @@ type Broker struct {
 	self       controller.BrokerInfo
 	replicas   *replica.Manager
 	controller controlPlane
+	cluster    *controller.Cluster // nil in embedded mode
 	groups     *coordinator.Coordinator
 	fetches    *fetchSessions
 
-	// applyMu serialises applying metadata snapshots to the local replicas.
-	applyMu sync.Mutex
+	// applyMu serialises applying metadata snapshots to the local replicas;
+	// it guards viewChanged, closed and replaced after each one.
+	applyMu     sync.Mutex
+	viewChanged chan struct{}
 
 	// connsMu guards conns, the open client connections, closed on shutdown.
 	connsMu sync.Mutex
@@ -54,9 +57,6 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	if len(cfg.LogDirs) == 0 {
 		return nil, errors.New("no log.dirs configured")
 	}
-	if cfg.ZookeeperConnect != "" {
-		return nil, errors.New("zookeeper.connect is set, but cluster mode is not implemented yet: remove it to run the embedded single-node broker")
-	}
 	advertised := cfg.AdvertisedListeners
 	if len(advertised) == 0 {
 		advertised = cfg.Listeners
@@ -69,11 +69,12 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		host = "127.0.0.1"
 	}
 	return &Broker{
-		cfg:     cfg,
-		logger:  logger,
-		self:    controller.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, Rack: cfg.BrokerRack},
-		fetches: newFetchSessions(),
-		conns:   make(map[net.Conn]struct{}),
+		cfg:         cfg,
+		logger:      logger,
+		self:        controller.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, Rack: cfg.BrokerRack},
+		fetches:     newFetchSessions(),
+		conns:       make(map[net.Conn]struct{}),
+		viewChanged: make(chan struct{}),
 	}, nil
 }
 
@@ -87,7 +88,20 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.controller, err = controller.NewLocal(logDir, b.self, b.logger.With("component", "controller"))
+	mode := "embedded single node"
+	if b.cfg.ZookeeperConnect == "" {
+		b.controller, err = controller.NewLocal(logDir, b.self, b.logger.With("component", "controller"))
+	} else {
+		mode = "zookeeper cluster"
+		b.cluster, err = controller.NewCluster(ctx, controller.ClusterConfig{
+			Self:              b.self,
+			ZookeeperConnect:  b.cfg.ZookeeperConnect,
+			SessionTimeout:    b.cfg.ZookeeperSessionTimeout,
+			ConnectionTimeout: b.cfg.ZookeeperConnectionTimeout,
+			UncleanDefault:    b.cfg.UncleanLeaderElectionEnable,
+		}, b.logger.With("component", "controller"))
+		b.controller = b.cluster
+	}
 	if err != nil {
 		b.replicas.Close()
 		return err
@@ -124,7 +138,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	for _, ln := range listeners {
 		b.logger.Info("kbroker listening", "addr", ln.Addr().String(), "data", logDir, "broker_id", b.cfg.BrokerID,
-			"mode", "embedded single node", "startup", time.Since(start).Round(time.Microsecond).String())
+			"mode", mode, "startup", time.Since(start).Round(time.Microsecond).String())
 	}
 
 	serveCtx, cancelServe := context.WithCancel(context.Background())
@@ -134,7 +148,6 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.replicas.RunRetention(serveCtx)
 	}()
-	b.loadCoordinatorPartitions(serveCtx)
 	for _, ln := range listeners {
 		wg.Add(1)
 		go func() {
@@ -142,9 +155,33 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.acceptLoop(serveCtx, ln, &wg)
 		}()
 	}
+	if b.cluster != nil {
+		// Register only once listening: the controller connects to us.
+		if err := b.cluster.Start(ctx); err != nil {
+			err = fmt.Errorf("joining the cluster: %w", err)
+			b.logger.Error("cannot join the cluster", "err", err)
+			b.stopServing(listeners, cancelServe, &wg)
+			b.shutdownStorage()
+			return err
+		}
+	}
 
 	<-ctx.Done()
 	b.logger.Info("shutting down")
+	b.stopServing(listeners, cancelServe, &wg)
+	if err := b.shutdownStorage(); err != nil {
+		return err
+	}
+	b.logger.Info("shut down cleanly")
+	return nil
+}
+
+// stopServing leaves the cluster, closes listeners and connections, and
+// waits for every connection and background goroutine to end.
+func (b *Broker) stopServing(listeners []net.Listener, cancelServe context.CancelFunc, wg *sync.WaitGroup) {
+	if b.cluster != nil {
+		b.cluster.Close()
+	}
 	for _, ln := range listeners {
 		ln.Close()
 	}
@@ -156,11 +193,6 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.connsMu.Unlock()
 	b.groups.Close()
 	wg.Wait()
-	if err := b.shutdownStorage(); err != nil {
-		return err
-	}
-	b.logger.Info("shut down cleanly")
-	return nil
 }
 
 func (b *Broker) shutdownStorage() error {

@@ -37,12 +37,10 @@ func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
 		m(&cfg)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b := &Broker{
-		cfg:    cfg,
-		logger: logger,
-		self:   controller.BrokerInfo{ID: cfg.BrokerID, Host: "127.0.0.1", Port: 9092},
+	b, err := NewBroker(cfg, logger)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var err error
 	if b.replicas, err = replica.Open(replica.Config{LogDir: dir, RetentionCheck: time.Hour}, logger); err != nil {
 		t.Fatal(err)
 	}

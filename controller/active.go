@@ -1,0 +1,564 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/kbroker/kbroker/internal/kafkaconn"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// controllerWriteTimeout bounds one round of controller writes to
+// ZooKeeper and of pushing a view.
+const controllerWriteTimeout = 15 * time.Second
+
+// active is the controller while this broker holds /controller at epoch.
+// It keeps the authoritative cluster view, writes every change to
+// ZooKeeper fenced on its controller epoch, and sends every live broker
+// the new view.
+type active struct {
+	c              *Cluster
+	epoch          int32
+	epochZkVersion int32
+	ctx            context.Context
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+
+	// mu guards the fields below and serialises decisions.
+	mu         sync.Mutex
+	md         *Metadata
+	zkVersions map[zk.TopicPartition]int32
+	senders    map[int32]*viewSender
+}
+
+// startActive loads the cluster from ZooKeeper, elects leaders where the
+// live brokers require it and publishes the view.
+func startActive(parent context.Context, c *Cluster, epoch, epochZkVersion int32) (*active, error) {
+	ctx, cancel := context.WithCancel(parent)
+	a := &active{c: c, epoch: epoch, epochZkVersion: epochZkVersion, ctx: ctx, cancel: cancel,
+		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}}
+	lctx, lcancel := context.WithTimeout(ctx, controllerWriteTimeout)
+	defer lcancel()
+	md, err := a.load(lctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	a.mu.Lock()
+	a.md = md
+	err = a.electAndPublishLocked(lctx)
+	a.mu.Unlock()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	c.logger.Info("now controller", "broker", c.cfg.Self.ID, "controller_epoch", epoch,
+		"brokers", len(md.Brokers), "topics", len(md.Topics))
+	watch, err := c.store.WatchBrokers(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		for range watch {
+			a.onBrokersChanged()
+		}
+	}()
+	return a, nil
+}
+
+func (a *active) stop() {
+	a.cancel()
+	a.wg.Wait()
+	a.mu.Lock()
+	for _, s := range a.senders {
+		s.close()
+	}
+	a.senders = nil
+	a.mu.Unlock()
+}
+
+// load reads brokers, topics, assignments, partition states and configs.
+func (a *active) load(ctx context.Context) (*Metadata, error) {
+	store := a.c.store
+	md := &Metadata{ClusterID: a.c.view.Load().ClusterID, ControllerID: a.c.cfg.Self.ID, Topics: map[string]*Topic{}}
+	brokers, err := store.Brokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	md.Brokers = brokerInfos(brokers)
+	names, err := store.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		assignment, err := store.TopicAssignment(ctx, name)
+		if errors.Is(err, zk.ErrTopicNotFound) || errors.Is(err, zk.ErrNoNode) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		states, err := store.PartitionStates(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		configs, err := store.TopicConfig(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		t := &Topic{Name: name, ID: assignment.ID, Configs: configs, Partitions: make([]PartitionState, len(assignment.Partitions))}
+		if len(configs) == 0 {
+			t.Configs = nil
+		}
+		var missing map[int32]zk.PartitionState
+		for p := range t.Partitions {
+			replicas := assignment.Partitions[int32(p)]
+			st, ok := states[int32(p)]
+			if !ok {
+				// Assigned but never given a state (a crash between
+				// writes, or a topic made by another tool): the first
+				// replica leads.
+				st = zk.PartitionState{Leader: replicas[0], ISR: slices.Clone(replicas), ControllerEpoch: a.epoch}
+				if missing == nil {
+					missing = map[int32]zk.PartitionState{}
+				}
+				missing[int32(p)] = st
+			}
+			t.Partitions[p] = PartitionState{Replicas: replicas, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, ISR: st.ISR}
+			a.zkVersions[zk.TopicPartition{Topic: name, Partition: int32(p)}] = st.ZkVersion
+		}
+		if missing != nil {
+			if err := store.CreatePartitionStates(ctx, a.epochZkVersion, name, missing); err != nil {
+				return nil, err
+			}
+			fresh, err := store.PartitionStates(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			for p, st := range fresh {
+				a.zkVersions[zk.TopicPartition{Topic: name, Partition: p}] = st.ZkVersion
+			}
+		}
+		md.Topics[name] = t
+	}
+	return md, nil
+}
+
+func brokerInfos(brokers []zk.BrokerInfo) []BrokerInfo {
+	out := make([]BrokerInfo, 0, len(brokers))
+	for _, b := range brokers {
+		info := BrokerInfo{ID: b.ID, Rack: b.Rack}
+		if len(b.Endpoints) > 0 {
+			info.Host, info.Port = b.Endpoints[0].Host, b.Endpoints[0].Port
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// uncleanFor is the topic's unclean.leader.election.enable.
+func (a *active) uncleanFor(t *Topic) bool {
+	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+		b, err := strconv.ParseBool(v)
+		return err == nil && b
+	}
+	return a.c.cfg.UncleanDefault
+}
+
+// electAndPublishLocked re-elects every partition against the live
+// brokers of a.md, writes the changes and publishes the view.
+func (a *active) electAndPublishLocked(ctx context.Context) error {
+	live := map[int32]bool{}
+	for _, b := range a.md.Brokers {
+		live[b.ID] = true
+	}
+	isLive := func(id int32) bool { return live[id] }
+	next := a.md.clone()
+	var updates []zk.PartitionUpdate
+	for _, t := range next.Topics {
+		unclean := a.uncleanFor(t)
+		for p, ps := range t.Partitions {
+			elected, changed := electLeader(ps, isLive, unclean)
+			if !changed {
+				continue
+			}
+			if elected.Leader != ps.Leader && elected.Leader >= 0 && !slices.Contains(ps.ISR, elected.Leader) {
+				a.c.logger.Warn("unclean leader election: records the new leader lacks are lost",
+					"topic", t.Name, "partition", p, "new_leader", elected.Leader, "old_isr", ps.ISR)
+			}
+			t.Partitions[p] = elected
+			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
+			updates = append(updates, zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
+				Leader: elected.Leader, LeaderEpoch: elected.LeaderEpoch, ISR: elected.ISR,
+				ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
+			}})
+		}
+	}
+	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
+		return err
+	}
+	a.publishLocked(next)
+	return nil
+}
+
+// writeStatesLocked writes partition state updates; partitions whose
+// write lost a version race are re-read into next.
+func (a *active) writeStatesLocked(ctx context.Context, next *Metadata, updates []zk.PartitionUpdate) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	results, err := a.c.store.SetPartitionStates(ctx, a.epochZkVersion, updates...)
+	if errors.Is(err, zk.ErrControllerMoved) {
+		return fmt.Errorf("%w: %v", kerr.NotController, err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Err == nil {
+			a.zkVersions[r.TopicPartition] = r.ZkVersion
+			continue
+		}
+		a.c.logger.Warn("partition state write failed; re-reading it", "partition", r.TopicPartition.String(), "err", r.Err)
+		st, err := a.c.store.PartitionState(ctx, r.Topic, r.Partition)
+		if err != nil {
+			return err
+		}
+		a.zkVersions[r.TopicPartition] = st.ZkVersion
+		if t := next.Topics[r.Topic]; t != nil && int(r.Partition) < len(t.Partitions) {
+			ps := &t.Partitions[r.Partition]
+			ps.Leader, ps.LeaderEpoch, ps.ISR = st.Leader, st.LeaderEpoch, st.ISR
+		}
+	}
+	return nil
+}
+
+// publishLocked makes next the view and sends it to every live broker.
+func (a *active) publishLocked(next *Metadata) {
+	a.md = next
+	req := EncodeUpdateMetadata(next, a.epoch)
+	live := map[int32]bool{}
+	for _, b := range next.Brokers {
+		live[b.ID] = true
+		if b.ID == a.c.cfg.Self.ID {
+			continue
+		}
+		s := a.senders[b.ID]
+		addr := b.Host + ":" + strconv.Itoa(int(b.Port))
+		if s == nil || s.addr != addr {
+			if s != nil {
+				s.close()
+			}
+			s = newViewSender(a, b.ID, addr)
+			a.senders[b.ID] = s
+		}
+		s.send(req)
+	}
+	for id, s := range a.senders {
+		if !live[id] {
+			s.close()
+			delete(a.senders, id)
+		}
+	}
+	// This broker applies the view directly, before the change's caller
+	// is answered.
+	if err := a.c.ApplyUpdate(a.epoch, next); err != nil {
+		a.c.logger.Error("applying own view failed", "err", err)
+	}
+}
+
+// onBrokersChanged re-reads the live brokers and re-elects.
+func (a *active) onBrokersChanged() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	brokers, err := a.c.store.Brokers(ctx)
+	if err != nil {
+		if a.ctx.Err() == nil {
+			a.c.logger.Error("reading live brokers failed", "err", err)
+		}
+		return
+	}
+	before := map[int32]bool{}
+	for _, b := range a.md.Brokers {
+		before[b.ID] = true
+	}
+	next := a.md.clone()
+	next.Brokers = brokerInfos(brokers)
+	for _, b := range next.Brokers {
+		if !before[b.ID] {
+			a.c.logger.Info("broker joined", "broker", b.ID)
+		}
+		delete(before, b.ID)
+	}
+	for id := range before {
+		a.c.logger.Warn("broker left", "broker", id)
+	}
+	a.md = next
+	if err := a.electAndPublishLocked(ctx); err != nil {
+		a.c.logger.Error("re-electing after a broker change failed", "err", err)
+	}
+}
+
+func (a *active) brokerIDsLocked() []int32 {
+	ids := make([]int32, 0, len(a.md.Brokers))
+	for _, b := range a.md.Brokers {
+		ids = append(ids, b.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (a *active) createTopic(req CreateTopicRequest, validateOnly bool) (*Topic, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, exists := a.md.Topics[req.Name]; exists {
+		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, req.Name)
+	}
+	assignment, err := assignmentFor(a.brokerIDsLocked(), req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
+	if err != nil {
+		return nil, err
+	}
+	t := &Topic{Name: req.Name, ID: newTopicID(), Configs: req.Configs}
+	nt := zk.NewTopic{Name: t.Name, ID: zk.TopicID(t.ID), Assignment: map[int32][]int32{}, Configs: req.Configs, States: map[int32]zk.PartitionState{}}
+	for p, replicas := range assignment {
+		t.Partitions = append(t.Partitions, PartitionState{Replicas: replicas, Leader: replicas[0], ISR: slices.Clone(replicas)})
+		nt.Assignment[int32(p)] = replicas
+		nt.States[int32(p)] = zk.PartitionState{Leader: replicas[0], ISR: slices.Clone(replicas), ControllerEpoch: a.epoch}
+	}
+	if validateOnly {
+		return t, nil
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	if err := a.c.store.CreateTopic(ctx, a.epochZkVersion, nt); err != nil {
+		return nil, a.storeErr(err)
+	}
+	states, err := a.c.store.PartitionStates(ctx, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	for p, st := range states {
+		a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: p}] = st.ZkVersion
+	}
+	next := a.md.clone()
+	next.Topics[t.Name] = t
+	a.publishLocked(next)
+	a.c.logger.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions), "replication_factor", len(t.Partitions[0].Replicas))
+	return t, nil
+}
+
+// storeErr maps store errors to the Kafka errors clients act on.
+func (a *active) storeErr(err error) error {
+	switch {
+	case errors.Is(err, zk.ErrControllerMoved):
+		return fmt.Errorf("%w: %v", kerr.NotController, err)
+	case errors.Is(err, zk.ErrTopicExists):
+		return fmt.Errorf("%w: %v", kerr.TopicAlreadyExists, err)
+	case errors.Is(err, zk.ErrTopicNotFound):
+		return fmt.Errorf("%w: %v", kerr.UnknownTopicOrPartition, err)
+	}
+	return err
+}
+
+func (a *active) deleteTopic(name string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.md.Topics[name]; !ok {
+		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, name); err != nil {
+		return a.storeErr(err)
+	}
+	next := a.md.clone()
+	delete(next.Topics, name)
+	for tp := range a.zkVersions {
+		if tp.Topic == name {
+			delete(a.zkVersions, tp)
+		}
+	}
+	a.publishLocked(next)
+	a.c.logger.Info("deleted topic", "topic", name)
+	return nil
+}
+
+func (a *active) createPartitions(name string, total int32, assignment [][]int32, validateOnly bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.md.Topics[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
+	}
+	have := int32(len(t.Partitions))
+	if total <= have {
+		return fmt.Errorf("%w: topic %q has %d partitions, cannot change to %d", kerr.InvalidPartitions, name, have, total)
+	}
+	if len(assignment) > 0 && int32(len(assignment)) != total-have {
+		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), total-have)
+	}
+	added, err := assignmentFor(a.brokerIDsLocked(), assignment, total-have, int16(len(t.Partitions[0].Replicas)), have)
+	if err != nil || validateOnly {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	za := zk.TopicAssignment{ID: zk.TopicID(t.ID), Partitions: map[int32][]int32{}}
+	states := map[int32]zk.PartitionState{}
+	next := a.md.clone()
+	nt := next.Topics[name]
+	for p, ps := range t.Partitions {
+		za.Partitions[int32(p)] = ps.Replicas
+	}
+	for i, replicas := range added {
+		p := have + int32(i)
+		za.Partitions[p] = replicas
+		states[p] = zk.PartitionState{Leader: replicas[0], ISR: slices.Clone(replicas), ControllerEpoch: a.epoch}
+		nt.Partitions = append(nt.Partitions, PartitionState{Replicas: replicas, Leader: replicas[0], ISR: slices.Clone(replicas)})
+	}
+	if err := a.c.store.SetTopicAssignment(ctx, a.epochZkVersion, name, za); err != nil {
+		return a.storeErr(err)
+	}
+	if err := a.c.store.CreatePartitionStates(ctx, a.epochZkVersion, name, states); err != nil {
+		return a.storeErr(err)
+	}
+	fresh, err := a.c.store.PartitionStates(ctx, name)
+	if err != nil {
+		return err
+	}
+	for p, st := range fresh {
+		a.zkVersions[zk.TopicPartition{Topic: name, Partition: p}] = st.ZkVersion
+	}
+	a.publishLocked(next)
+	return nil
+}
+
+func (a *active) updateTopicConfigs(name string, change func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.md.Topics[name]
+	if !ok {
+		return fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, name)
+	}
+	configs, err := change(t.Configs)
+	if err != nil || validateOnly {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	if err := a.c.store.SetTopicConfig(ctx, a.epochZkVersion, name, configs); err != nil {
+		return a.storeErr(err)
+	}
+	next := a.md.clone()
+	next.Topics[name].Configs = maps.Clone(configs)
+	if len(configs) == 0 {
+		next.Topics[name].Configs = nil
+	}
+	// A changed unclean.leader.election.enable may bring an offline
+	// partition back at once.
+	a.md = next
+	return a.electAndPublishLocked(ctx)
+}
+
+// viewSender delivers the newest view to one broker, retrying until it is
+// acknowledged or a newer view replaces it.
+type viewSender struct {
+	a      *active
+	id     int32
+	addr   string
+	conn   *kafkaconn.Conn
+	wake   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex // guards latest
+	latest *kmsg.UpdateMetadataRequest
+}
+
+func newViewSender(a *active, id int32, addr string) *viewSender {
+	s := &viewSender{a: a, id: id, addr: addr, conn: kafkaconn.New(addr, "kbroker-controller-"+strconv.Itoa(int(a.c.cfg.Self.ID))),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	a.wg.Add(1)
+	go s.run()
+	return s
+}
+
+func (s *viewSender) send(req *kmsg.UpdateMetadataRequest) {
+	s.mu.Lock()
+	s.latest = req
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *viewSender) close() {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+}
+
+func (s *viewSender) run() {
+	defer s.a.wg.Done()
+	defer s.conn.Close()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.a.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for {
+			s.mu.Lock()
+			req := s.latest
+			s.mu.Unlock()
+			if req == nil {
+				break
+			}
+			ctx, cancel := context.WithTimeout(s.a.ctx, 5*time.Second)
+			resp, err := s.conn.Request(ctx, req)
+			cancel()
+			if err == nil {
+				if code := resp.(*kmsg.UpdateMetadataResponse).ErrorCode; code != 0 {
+					err = kerr.ErrorForCode(code)
+				}
+			}
+			if err == nil {
+				s.mu.Lock()
+				if s.latest == req {
+					s.latest = nil
+				}
+				s.mu.Unlock()
+				continue
+			}
+			if errors.Is(err, kerr.StaleControllerEpoch) {
+				s.a.c.logger.Warn("broker refused the view: a newer controller exists", "broker", s.id)
+				return
+			}
+			select {
+			case <-s.done:
+				return
+			case <-s.a.ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}

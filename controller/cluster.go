@@ -1,0 +1,321 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ClusterConfig configures a broker's part in a ZooKeeper cluster.
+type ClusterConfig struct {
+	Self              BrokerInfo
+	ZookeeperConnect  string
+	SessionTimeout    time.Duration
+	ConnectionTimeout time.Duration
+	// UncleanDefault is the broker's unclean.leader.election.enable; a
+	// topic's config overrides it.
+	UncleanDefault bool
+}
+
+// Cluster is this broker's control plane in a ZooKeeper cluster. Every
+// broker registers itself and campaigns for controller; the winner (see
+// active) makes the decisions and sends every broker the resulting
+// cluster view with UpdateMetadata. Cluster keeps the latest view it was
+// sent and refuses views from an older controller epoch.
+type Cluster struct {
+	cfg    ClusterConfig
+	logger *slog.Logger
+	store  *zk.Store
+
+	view atomic.Pointer[Metadata]
+
+	// viewMu serialises applying views, so subscribers see them in order;
+	// it guards seenEpoch.
+	viewMu      sync.Mutex
+	seenEpoch   int32
+	subscribers []func(*Metadata) // set before Start, then read-only
+
+	// activeMu guards active: non-nil while this broker is the controller.
+	activeMu sync.Mutex
+	active   *active
+
+	// pidMu guards the producer id block this broker hands out from.
+	pidMu            sync.Mutex
+	pidNext, pidLast int64
+
+	started atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// NewCluster connects to ZooKeeper. It fails, naming the ensemble, when no
+// server answers within the connection timeout.
+func NewCluster(ctx context.Context, cfg ClusterConfig, logger *slog.Logger) (*Cluster, error) {
+	store, err := zk.Connect(ctx, cfg.ZookeeperConnect, cfg.SessionTimeout, cfg.ConnectionTimeout, logger.With("component", "zookeeper"))
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, logger: logger, store: store, seenEpoch: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	clusterID, err := store.ClusterID(ctx, "")
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	c.view.Store(&Metadata{ClusterID: clusterID, ControllerID: -1, Topics: map[string]*Topic{}})
+	return c, nil
+}
+
+// Subscribe registers fn for every new view, in order. Call before Start.
+func (c *Cluster) Subscribe(fn func(*Metadata)) { c.subscribers = append(c.subscribers, fn) }
+
+// Metadata is the latest cluster view this broker was sent.
+func (c *Cluster) Metadata() *Metadata { return c.view.Load() }
+
+// ApplyUpdate installs a view sent by the controller of controllerEpoch.
+// A view from an older controller is refused with STALE_CONTROLLER_EPOCH,
+// so a deposed controller can change nothing.
+func (c *Cluster) ApplyUpdate(controllerEpoch int32, md *Metadata) error {
+	c.viewMu.Lock()
+	defer c.viewMu.Unlock()
+	if controllerEpoch < c.seenEpoch {
+		return fmt.Errorf("%w: update from controller epoch %d, already at %d", kerr.StaleControllerEpoch, controllerEpoch, c.seenEpoch)
+	}
+	c.seenEpoch = controllerEpoch
+	if md.ClusterID == "" {
+		md.ClusterID = c.view.Load().ClusterID
+	}
+	c.view.Store(md)
+	for _, fn := range c.subscribers {
+		fn(md)
+	}
+	return nil
+}
+
+// Start registers the broker and campaigns for controller in the
+// background, re-registering after a session expiry, until Close. Call it
+// once the broker listens: the controller connects to it.
+func (c *Cluster) Start(ctx context.Context) error {
+	if err := c.register(ctx); err != nil {
+		return err
+	}
+	c.started.Store(true)
+	go c.run()
+	return nil
+}
+
+func (c *Cluster) register(ctx context.Context) error {
+	info := zk.BrokerInfo{
+		ID:        c.cfg.Self.ID,
+		Endpoints: []zk.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: c.cfg.Self.Host, Port: c.cfg.Self.Port}},
+		Rack:      c.cfg.Self.Rack,
+		JMXPort:   -1,
+	}
+	if _, err := c.store.RegisterBroker(ctx, info); err != nil {
+		return err
+	}
+	return nil
+}
+
+// run campaigns for controller whenever there is none, and re-registers
+// after a session expiry.
+func (c *Cluster) run() {
+	defer close(c.done)
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		expired := c.store.SessionExpired()
+		go func() {
+			select {
+			case <-expired:
+			case <-c.stop:
+			}
+			cancel()
+		}()
+		c.campaign(ctx)
+		cancel()
+		c.resign()
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		// The session expired: wait for a new one, then register again.
+		for {
+			rctx, rcancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout+c.cfg.ConnectionTimeout)
+			_, err := c.store.Reconnect(rctx)
+			if err == nil {
+				err = c.register(rctx)
+			}
+			rcancel()
+			if err == nil {
+				c.logger.Info("re-registered after ZooKeeper session expiry", "broker", c.cfg.Self.ID)
+				break
+			}
+			c.logger.Warn("re-registering with ZooKeeper failed; retrying", "err", err)
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// campaign tries to become controller whenever /controller is empty, and
+// serves as controller while it is, until ctx ends.
+func (c *Cluster) campaign(ctx context.Context) {
+	watch, err := c.store.WatchController(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Error("watching the controller failed", "err", err)
+		}
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id, ok := <-watch:
+			if !ok {
+				return
+			}
+			switch {
+			case id == -1:
+				won, epoch, zkVersion, err := c.store.ElectController(ctx, c.cfg.Self.ID)
+				if err != nil {
+					if ctx.Err() == nil {
+						c.logger.Warn("controller election failed", "err", err)
+					}
+					continue
+				}
+				if won {
+					c.becomeActive(ctx, epoch, zkVersion)
+				}
+			case id != c.cfg.Self.ID:
+				c.resign()
+			}
+		}
+	}
+}
+
+// becomeActive starts serving as controller.
+func (c *Cluster) becomeActive(ctx context.Context, epoch, epochZkVersion int32) {
+	c.activeMu.Lock()
+	defer c.activeMu.Unlock()
+	if c.active != nil {
+		return
+	}
+	a, err := startActive(ctx, c, epoch, epochZkVersion)
+	if err != nil {
+		c.logger.Error("taking over as controller failed; resigning", "controller_epoch", epoch, "err", err)
+		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout)
+		defer cancel()
+		if err := c.store.ResignController(rctx, epochZkVersion); err != nil {
+			c.logger.Warn("resigning failed", "err", err)
+		}
+		return
+	}
+	c.active = a
+}
+
+// resign stops serving as controller, if this broker was.
+func (c *Cluster) resign() {
+	c.activeMu.Lock()
+	a := c.active
+	c.active = nil
+	c.activeMu.Unlock()
+	if a != nil {
+		a.stop()
+		c.logger.Info("no longer controller", "controller_epoch", a.epoch)
+	}
+}
+
+// IsController reports whether this broker is the active controller.
+func (c *Cluster) IsController() bool {
+	c.activeMu.Lock()
+	defer c.activeMu.Unlock()
+	return c.active != nil
+}
+
+// withActive runs fn on the active controller, or returns NOT_CONTROLLER.
+func (c *Cluster) withActive(fn func(a *active) error) error {
+	c.activeMu.Lock()
+	a := c.active
+	c.activeMu.Unlock()
+	if a == nil {
+		return fmt.Errorf("%w: broker %d is not the controller", kerr.NotController, c.cfg.Self.ID)
+	}
+	return fn(a)
+}
+
+// CreateTopic creates a topic; only the controller can.
+func (c *Cluster) CreateTopic(req CreateTopicRequest, validateOnly bool) (*Topic, error) {
+	var t *Topic
+	err := c.withActive(func(a *active) error {
+		var err error
+		t, err = a.createTopic(req, validateOnly)
+		return err
+	})
+	return t, err
+}
+
+// DeleteTopic deletes a topic; only the controller can.
+func (c *Cluster) DeleteTopic(name string) error {
+	return c.withActive(func(a *active) error { return a.deleteTopic(name) })
+}
+
+// CreatePartitions grows a topic; only the controller can.
+func (c *Cluster) CreatePartitions(name string, total int32, assignment [][]int32, validateOnly bool) error {
+	return c.withActive(func(a *active) error { return a.createPartitions(name, total, assignment, validateOnly) })
+}
+
+// UpdateTopicConfigs changes a topic's overrides; only the controller can.
+func (c *Cluster) UpdateTopicConfigs(name string, change func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	return c.withActive(func(a *active) error { return a.updateTopicConfigs(name, change, validateOnly) })
+}
+
+// AllocateProducerID hands out a producer id from this broker's block;
+// blocks come from ZooKeeper (/latest_producer_id_block), so no two brokers
+// and no two runs ever hand out the same id.
+func (c *Cluster) AllocateProducerID() (int64, error) {
+	c.pidMu.Lock()
+	defer c.pidMu.Unlock()
+	if c.pidNext == 0 || c.pidNext > c.pidLast {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout)
+		defer cancel()
+		block, err := c.store.AllocateProducerIDBlock(ctx, c.cfg.Self.ID)
+		if err != nil {
+			return -1, fmt.Errorf("%w: allocating a producer id block: %v", kerr.CoordinatorNotAvailable, err)
+		}
+		c.pidNext, c.pidLast = block.First, block.Last
+	}
+	id := c.pidNext
+	c.pidNext++
+	return id, nil
+}
+
+// Close resigns, ends the ZooKeeper session (removing the broker's
+// registration at once) and waits for the background work to stop.
+func (c *Cluster) Close() {
+	select {
+	case <-c.stop:
+		return
+	default:
+	}
+	close(c.stop)
+	c.resign()
+	c.store.Close()
+	if !c.started.Load() {
+		return
+	}
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		c.logger.Warn("cluster membership did not stop within 10s")
+	}
+}

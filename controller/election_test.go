@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestElectLeader(t *testing.T) {
+	liveSet := func(ids ...int32) func(int32) bool {
+		return func(id int32) bool { return slices.Contains(ids, id) }
+	}
+	cases := []struct {
+		name    string
+		ps      PartitionState
+		live    []int32
+		unclean bool
+		want    PartitionState
+		changed bool
+	}{
+		{"leader alive, all fine", PartitionState{[]int32{1, 2, 3}, 1, 4, []int32{1, 2, 3}}, []int32{1, 2, 3}, false,
+			PartitionState{[]int32{1, 2, 3}, 1, 4, []int32{1, 2, 3}}, false},
+		{"dead follower leaves the ISR, epoch stays", PartitionState{[]int32{1, 2, 3}, 1, 4, []int32{1, 2, 3}}, []int32{1, 3}, false,
+			PartitionState{[]int32{1, 2, 3}, 1, 4, []int32{1, 3}}, true},
+		{"leader dies: next ISR member in assignment order", PartitionState{[]int32{1, 2, 3}, 1, 4, []int32{3, 1, 2}}, []int32{2, 3}, false,
+			PartitionState{[]int32{1, 2, 3}, 2, 5, []int32{3, 2}}, true},
+		{"only out-of-sync replica alive, clean: offline, ISR kept", PartitionState{[]int32{1, 2}, 1, 4, []int32{1}}, []int32{2}, false,
+			PartitionState{[]int32{1, 2}, -1, 5, []int32{1}}, true},
+		{"already offline stays offline without change", PartitionState{[]int32{1, 2}, -1, 5, []int32{1}}, []int32{2}, false,
+			PartitionState{[]int32{1, 2}, -1, 5, []int32{1}}, false},
+		{"only out-of-sync replica alive, unclean: it leads alone", PartitionState{[]int32{1, 2}, 1, 4, []int32{1}}, []int32{2}, true,
+			PartitionState{[]int32{1, 2}, 2, 5, []int32{2}}, true},
+		{"ISR member returns to an offline partition", PartitionState{[]int32{1, 2}, -1, 5, []int32{1}}, []int32{1, 2}, false,
+			PartitionState{[]int32{1, 2}, 1, 6, []int32{1}}, true},
+		{"RF 1, broker dies", PartitionState{[]int32{7}, 7, 0, []int32{7}}, nil, false,
+			PartitionState{[]int32{7}, -1, 1, []int32{7}}, true},
+	}
+	for _, c := range cases {
+		got, changed := electLeader(c.ps, liveSet(c.live...), c.unclean)
+		if changed != c.changed || got.Leader != c.want.Leader || got.LeaderEpoch != c.want.LeaderEpoch || !slices.Equal(got.ISR, c.want.ISR) {
+			t.Errorf("%s: got %+v changed=%v, want %+v changed=%v", c.name, got, changed, c.want, c.changed)
+		}
+		if len(got.ISR) == 0 {
+			t.Errorf("%s: the ISR must never be empty", c.name)
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// UpdateMetadata: v0-8 (inter-broker)
+//
+// Behaviour:
+// * The controller sends every broker the whole cluster view (brokers,
+//   topics, partition leaders, leader epochs, ISRs, topic configs) with
+//   this request; the broker takes its partition roles from it.
+// * A view from an older controller epoch gets STALE_CONTROLLER_EPOCH, so a
+//   deposed controller changes nothing.
+// * Versions before 6 cannot carry topic configs: INVALID_REQUEST. A broker
+//   in embedded mode has no controller to hear from: INVALID_REQUEST.
+
+func init() { registerAPI(kmsg.UpdateMetadata.Int16(), 0, 8, handleUpdateMetadata) }
+
+func handleUpdateMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.UpdateMetadataRequest)
+	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
+	if b.cluster == nil {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	md, err := controller.DecodeUpdateMetadata(req)
+	if err != nil {
+		b.logger.Warn("refusing a malformed UpdateMetadata", "controller", req.ControllerID, "err", err)
+		resp.ErrorCode = protocol.ErrorCode(fmt.Errorf("%w: %v", kerr.InvalidRequest, err))
+		return resp, nil
+	}
+	if err := b.cluster.ApplyUpdate(req.ControllerEpoch, md); err != nil {
+		resp.ErrorCode = protocol.ErrorCode(err)
+	}
+	return resp, nil
+}

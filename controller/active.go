@@ -248,6 +248,11 @@ func (a *active) writeStatesLocked(ctx context.Context, next *Metadata, updates 
 
 // publishLocked makes next the view and sends it to every live broker.
 func (a *active) publishLocked(next *Metadata) {
+	for _, t := range next.Topics {
+		for p := range t.Partitions {
+			t.Partitions[p].PartitionEpoch = a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: int32(p)}]
+		}
+	}
 	a.md = next
 	req := EncodeUpdateMetadata(next, a.epoch)
 	live := map[int32]bool{}
@@ -561,4 +566,53 @@ func (s *viewSender) run() {
 			}
 		}
 	}
+}
+
+// alterISR changes a partition's ISR at its leader's request (Kafka's
+// AlterPartition): only the current leader, at the current leader epoch and
+// partition epoch, may change it; the leader stays in it; a replica joins
+// only if it is assigned and alive.
+func (a *active) alterISR(leader int32, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.md.Topics[topic]
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return PartitionState{}, kerr.UnknownTopicOrPartition
+	}
+	cur := t.Partitions[partition]
+	tp := zk.TopicPartition{Topic: topic, Partition: partition}
+	switch {
+	case cur.Leader != leader:
+		return cur, fmt.Errorf("%w: broker %d does not lead %s (leader %d)", kerr.NotLeaderForPartition, leader, tp, cur.Leader)
+	case leaderEpoch < cur.LeaderEpoch:
+		return cur, fmt.Errorf("%w: %s at leader epoch %d, request at %d", kerr.FencedLeaderEpoch, tp, cur.LeaderEpoch, leaderEpoch)
+	case leaderEpoch > cur.LeaderEpoch:
+		return cur, fmt.Errorf("%w: %s at leader epoch %d, request at %d", kerr.UnknownLeaderEpoch, tp, cur.LeaderEpoch, leaderEpoch)
+	case partitionEpoch != a.zkVersions[tp]:
+		return cur, fmt.Errorf("%w: %s at partition epoch %d, request at %d", kerr.InvalidUpdateVersion, tp, a.zkVersions[tp], partitionEpoch)
+	case !slices.Contains(isr, leader):
+		return cur, fmt.Errorf("%w: the new ISR of %s leaves out its leader", kerr.InvalidRequest, tp)
+	}
+	live := map[int32]bool{}
+	for _, b := range a.md.Brokers {
+		live[b.ID] = true
+	}
+	for _, id := range isr {
+		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !live[id]) {
+			return cur, fmt.Errorf("%w: replica %d may not join the ISR of %s", kerr.IneligibleReplica, id, tp)
+		}
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	next := a.md.clone()
+	np := &next.Topics[topic].Partitions[partition]
+	np.ISR = slices.Clone(isr)
+	if err := a.writeStatesLocked(ctx, next, []zk.PartitionUpdate{{TopicPartition: tp, State: zk.PartitionState{
+		Leader: cur.Leader, LeaderEpoch: cur.LeaderEpoch, ISR: np.ISR, ControllerEpoch: a.epoch, ZkVersion: partitionEpoch,
+	}}}); err != nil {
+		return cur, err
+	}
+	a.publishLocked(next)
+	a.c.logger.Info("ISR changed", "partition", tp.String(), "isr", cur.ISR, "new_isr", np.ISR)
+	return next.Topics[topic].Partitions[partition], nil
 }

@@ -186,19 +186,33 @@ func (c *Cluster) campaign(ctx context.Context) {
 			}
 			switch {
 			case id == -1:
-				won, epoch, zkVersion, err := c.store.ElectController(ctx, c.cfg.Self.ID)
-				if err != nil {
-					if ctx.Err() == nil {
-						c.logger.Warn("controller election failed", "err", err)
-					}
-					continue
-				}
-				if won {
-					c.becomeActive(ctx, epoch, zkVersion)
-				}
+				c.elect(ctx)
 			case id != c.cfg.Self.ID:
 				c.resign()
 			}
+		}
+	}
+}
+
+// elect tries to become controller, retrying with a pause while an error
+// leaves /controller empty (no watch event would come to try again).
+func (c *Cluster) elect(ctx context.Context) {
+	for {
+		won, epoch, zkVersion, err := c.store.ElectController(ctx, c.cfg.Self.ID)
+		if err == nil {
+			if won {
+				c.becomeActive(ctx, epoch, zkVersion)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.logger.Warn("controller election failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
@@ -277,6 +291,17 @@ func (c *Cluster) CreatePartitions(name string, total int32, assignment [][]int3
 // UpdateTopicConfigs changes a topic's overrides; only the controller can.
 func (c *Cluster) UpdateTopicConfigs(name string, change func(map[string]string) (map[string]string, error), validateOnly bool) error {
 	return c.withActive(func(a *active) error { return a.updateTopicConfigs(name, change, validateOnly) })
+}
+
+// AlterISR applies a leader's ISR change; only the controller can.
+func (c *Cluster) AlterISR(leader int32, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
+	var ps PartitionState
+	err := c.withActive(func(a *active) error {
+		var err error
+		ps, err = a.alterISR(leader, topic, partition, leaderEpoch, partitionEpoch, isr)
+		return err
+	})
+	return ps, err
 }
 
 // AllocateProducerID hands out a producer id from this broker's block;

@@ -17,7 +17,7 @@ import "slices"
 // The leader epoch rises whenever the leader changes. changed reports
 // whether anything differs from ps.
 func electLeader(ps PartitionState, live func(int32) bool, unclean bool) (next PartitionState, changed bool) {
-	next = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR}
+	next = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.PartitionEpoch}
 	if ps.Leader >= 0 && live(ps.Leader) {
 		isr := slices.DeleteFunc(slices.Clone(ps.ISR), func(id int32) bool { return !live(id) })
 		if !slices.Contains(isr, ps.Leader) {

@@ -20,6 +20,9 @@ type PartitionState struct {
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leader_epoch"`
 	ISR         []int32 `json:"isr"`
+	// PartitionEpoch is the version of the partition's state znode (Kafka's
+	// partition epoch): ISR change requests must name the current one.
+	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
 }
 
 // Topic is one topic's assignment and config overrides.
@@ -71,10 +74,11 @@ func (m *Metadata) clone() *Metadata {
 		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}
 		for i, p := range t.Partitions {
 			nt.Partitions[i] = PartitionState{
-				Replicas:    slices.Clone(p.Replicas),
-				Leader:      p.Leader,
-				LeaderEpoch: p.LeaderEpoch,
-				ISR:         slices.Clone(p.ISR),
+				Replicas:       slices.Clone(p.Replicas),
+				Leader:         p.Leader,
+				LeaderEpoch:    p.LeaderEpoch,
+				ISR:            slices.Clone(p.ISR),
+				PartitionEpoch: p.PartitionEpoch,
 			}
 		}
 		if t.Configs != nil {

@@ -62,6 +62,7 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 			ps.ControllerEpoch = controllerEpoch
 			ps.Leader, ps.LeaderEpoch = p.Leader, p.LeaderEpoch
 			ps.ISR, ps.Replicas = p.ISR, p.Replicas
+			ps.ZKVersion = p.PartitionEpoch
 			for _, r := range p.Replicas {
 				if !live[r] {
 					ps.OfflineReplicas = append(ps.OfflineReplicas, r)
@@ -112,7 +113,7 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 			if ps.Partition < 0 || int(ps.Partition) >= len(t.Partitions) {
 				return nil, fmt.Errorf("topic %s: partition %d out of range", ts.Topic, ps.Partition)
 			}
-			t.Partitions[ps.Partition] = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR}
+			t.Partitions[ps.Partition] = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.ZKVersion}
 		}
 		md.Topics[t.Name] = t
 	}

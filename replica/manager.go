@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbroker/kbroker/recordbatch"
@@ -26,6 +28,21 @@ const cleanShutdownFile = ".kafka_cleanshutdown"
 type Config struct {
 	LogDir         string
 	RetentionCheck time.Duration
+	BrokerID       int32
+	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower not caught
+	// up for longer leaves the ISR.
+	ReplicaLagTimeMax time.Duration
+	// ISRWriter sends ISR changes to the controller; nil on a single node.
+	ISRWriter ISRWriter
+	// Dial opens a connection to a leader for follower fetching; nil on a
+	// single node.
+	Dial Dialer
+}
+
+// Stats counts replication events for metrics.
+type Stats struct {
+	ISRShrinks atomic.Int64
+	ISRExpands atomic.Int64
 }
 
 // Manager owns the partitions of this broker.
@@ -34,10 +51,16 @@ type Manager struct {
 	logger        *slog.Logger
 	cleanShutdown bool // the previous run ended with every log closed
 
+	stats    Stats
+	fetchers *fetcherManager
+
 	// mu guards partitions. Lock order: Manager.mu before Partition.mu.
 	mu         sync.RWMutex
 	partitions map[TopicPartition]*Partition
 }
+
+// Stats returns the replication counters.
+func (m *Manager) Stats() *Stats { return &m.stats }
 
 // Open prepares the log dir. It reads and removes the clean-shutdown
 // marker: logs opened afterwards are recovered unless the marker was there.
@@ -53,12 +76,14 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 			return nil, fmt.Errorf("remove clean shutdown marker: %w", err)
 		}
 	}
-	return &Manager{
+	m := &Manager{
 		cfg:           cfg,
 		logger:        logger,
 		cleanShutdown: clean,
 		partitions:    make(map[TopicPartition]*Partition),
-	}, nil
+	}
+	m.fetchers = newFetcherManager(m)
+	return m, nil
 }
 
 // PartitionDir is where a partition's log lives, Kafka's <topic>-<partition>.
@@ -96,15 +121,24 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		return nil, fmt.Errorf("open log of %s: %w", tp, err)
 	}
 	p := &Partition{
-		tp:            tp,
-		topicID:       topicID,
-		log:           log,
-		logger:        m.logger.With("partition", tp.String()),
-		cfg:           cfg,
-		leaderEpoch:   -1,
-		producers:     newProducerStates(),
-		changed:       make(chan struct{}),
-		highWatermark: log.EndOffset(),
+		tp:          tp,
+		topicID:     topicID,
+		self:        m.cfg.BrokerID,
+		log:         log,
+		logger:      m.logger.With("partition", tp.String()),
+		isrs:        m.cfg.ISRWriter,
+		stats:       &m.stats,
+		cfg:         cfg,
+		leaderEpoch: -1,
+		leaderID:    -1,
+		followers:   map[int32]*followerState{},
+		producers:   newProducerStates(),
+		changed:     make(chan struct{}),
+		// Without a checkpoint, the high watermark restarts at the log
+		// start: as leader it rises as ISR followers report their log
+		// ends; as follower it comes from the leader. (A single-replica
+		// ISR raises it to the log end at once.)
+		highWatermark: log.StartOffset(),
 	}
 	// Rebuild idempotent producer state: the last batches of every
 	// producer are in the log.
@@ -125,29 +159,48 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 }
 
 // MakeLeader makes this broker the leader of tp at leaderEpoch with the given
-// ISR, opening the log if needed.
-func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch int32, isr []int32, cfg PartitionConfig) (*Partition, error) {
+// ISR and partition epoch, opening the log if needed. Called again with the
+// same epoch it only updates the ISR (after an ISR change).
+func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch, partitionEpoch int32, isr []int32, cfg PartitionConfig) (*Partition, error) {
 	m.mu.Lock()
 	p, err := m.openLocked(tp, topicID, cfg)
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	m.fetchers.remove(tp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if leaderEpoch < p.leaderEpoch {
 		return nil, fmt.Errorf("make %s leader at epoch %d: already at epoch %d", tp, leaderEpoch, p.leaderEpoch)
 	}
+	p.cfg = cfg
+	p.log.SetConfig(cfg.Log)
+	if p.isLeader && leaderEpoch == p.leaderEpoch {
+		p.applyISRLocked(isr, partitionEpoch, "update")
+		return p, nil
+	}
 	if err := p.log.AssignEpoch(leaderEpoch, p.log.EndOffset()); err != nil {
 		return nil, fmt.Errorf("make %s leader: %w", tp, err)
 	}
 	p.isLeader = true
+	p.leaderID = -1
 	p.leaderEpoch = leaderEpoch
-	p.isr = append([]int32(nil), isr...)
-	p.cfg = cfg
-	p.log.SetConfig(cfg.Log)
+	p.partitionEpoch = partitionEpoch
+	p.isr = slices.Clone(isr)
+	// Followers in the ISR start as caught up now (Kafka resets them to
+	// the leader epoch's start time), with unknown log ends, which hold
+	// the high watermark until they fetch.
+	now := time.Now()
+	p.followers = map[int32]*followerState{}
+	for _, id := range isr {
+		if id != p.self {
+			p.followers[id] = &followerState{logEndOffset: -1, lastCaughtUp: now}
+		}
+	}
 	p.maybeIncrementHighWatermarkLocked()
 	p.notifyLocked()
+	p.logger.Info("became leader", "leader_epoch", leaderEpoch, "isr", isr, "log_end_offset", p.log.EndOffset(), "high_watermark", p.highWatermark)
 	return p, nil
 }
 
@@ -158,14 +211,17 @@ func (m *Manager) StopLeading(tp TopicPartition) {
 	if !ok {
 		return
 	}
+	m.fetchers.remove(tp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.isLeader = false
+	p.leaderID = -1
 	p.notifyLocked()
 }
 
 // Remove stops hosting tp; with deleteData its log directory is removed.
 func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
+	m.fetchers.remove(tp)
 	m.mu.Lock()
 	p, ok := m.partitions[tp]
 	delete(m.partitions, tp)
@@ -181,6 +237,27 @@ func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 		return p.log.Delete()
 	}
 	return p.log.Close()
+}
+
+// RunISRChecks shrinks the ISR of led partitions whose followers have not
+// caught up within replica.lag.time.max.ms, checking every half of it,
+// until ctx ends.
+func (m *Manager) RunISRChecks(ctx context.Context) {
+	if m.cfg.ReplicaLagTimeMax <= 0 || m.cfg.ISRWriter == nil {
+		return
+	}
+	t := time.NewTicker(m.cfg.ReplicaLagTimeMax / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, p := range m.All() {
+				p.MaybeShrinkISR(now, m.cfg.ReplicaLagTimeMax)
+			}
+		}
+	}
 }
 
 // RunRetention enforces retention on every partition every
@@ -208,6 +285,7 @@ func (m *Manager) RunRetention(ctx context.Context) {
 // Close closes every log and, when all closed cleanly, writes the
 // clean-shutdown marker so the next start skips recovery.
 func (m *Manager) Close() error {
+	m.fetchers.closeAll()
 	m.mu.Lock()
 	parts := m.partitions
 	m.partitions = map[TopicPartition]*Partition{}

@@ -38,8 +38,11 @@ type PartitionConfig struct {
 type Partition struct {
 	tp      TopicPartition
 	topicID [16]byte
+	self    int32 // this broker's id
 	log     *segment.Log
 	logger  *slog.Logger
+	isrs    ISRWriter
+	stats   *Stats
 
 	// mu guards every field below.
 	mu            sync.Mutex
@@ -47,6 +50,18 @@ type Partition struct {
 	isLeader      bool
 	leaderEpoch   int32
 	isr           []int32
+	// partitionEpoch is the version of the partition's state the
+	// controller last wrote (Kafka's partition epoch); ISR change requests
+	// are conditional on it.
+	partitionEpoch int32
+	// followers is what the leader knows of each other replica's fetches.
+	followers map[int32]*followerState
+	// isrChangeInFlight: an ISR change request is with the controller;
+	// no second one is sent meanwhile.
+	isrChangeInFlight bool
+	// leaderID is the leader this replica follows (-1 when leading or
+	// when there is none).
+	leaderID      int32
 	highWatermark int64
 	producers     *producerStates
 	// changed is closed and replaced whenever the log end or the high
@@ -204,13 +219,15 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 }
 
 // maybeIncrementHighWatermarkLocked moves the high watermark to the smallest
-// log end offset among ISR members. With this broker the only ISR member
-// (single node), that is the local log end offset.
-func (p *Partition) maybeIncrementHighWatermarkLocked() {
-	hw := p.log.EndOffset()
+// log end offset among ISR members (only forward). It reports whether it
+// moved.
+func (p *Partition) maybeIncrementHighWatermarkLocked() bool {
+	hw := highWatermarkFor(p.self, p.log.EndOffset(), p.highWatermark, p.isr, p.followers)
 	if hw > p.highWatermark {
 		p.highWatermark = hw
+		return true
 	}
+	return false
 }
 
 // WaitForHighWatermark blocks until the high watermark passes offset

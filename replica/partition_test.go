@@ -27,7 +27,7 @@ func openLeader(t *testing.T, dir string) (*Manager, *Partition) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 0, []int32{0}, testConfig())
+	p, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 0, 0, []int32{0}, testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestMinInsyncReplicas(t *testing.T) {
 func TestLeaderEpochFencing(t *testing.T) {
 	m, p := openLeader(t, t.TempDir())
 	defer m.Close()
-	if _, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 3, []int32{0}, testConfig()); err != nil {
+	if _, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 3, 0, []int32{0}, testConfig()); err != nil {
 		t.Fatal(err)
 	}
 	for epoch, want := range map[int32]error{-1: nil, 3: nil, 2: kerr.FencedLeaderEpoch, 4: kerr.UnknownLeaderEpoch} {

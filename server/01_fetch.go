@@ -150,6 +150,10 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 		maxBytes = int(b.cfg.SocketRequestMaxBytes)
 	}
 	deadline := now.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	replicaID := req.ReplicaID
+	if req.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
 	for {
 		// Take the wake-up channels before reading, so an append between
 		// the read and the wait is not missed.
@@ -159,12 +163,12 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 				waitOn = append(waitOn, t.part.Changed())
 			}
 		}
-		total, news := readFetchTargets(targets, maxBytes, incremental)
+		total, news := readFetchTargets(targets, maxBytes, incremental, replicaID)
 		if total >= int(req.MinBytes) || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
 			break
 		}
 		if !waitAny(ctx, waitOn, deadline) {
-			readFetchTargets(targets, maxBytes, incremental)
+			readFetchTargets(targets, maxBytes, incremental, replicaID)
 			break
 		}
 	}
@@ -209,7 +213,8 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 // readFetchTargets reads every target once, filling out. It returns the
 // bytes read and whether an incremental response has something to say
 // other than records (an error or changed offsets).
-func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool) (int, bool) {
+func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, replicaID int32) (int, bool) {
+	now := time.Now()
 	total := 0
 	news := false
 	for _, t := range targets {
@@ -235,7 +240,13 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool) (i
 		var res replica.ReadResult
 		var err error
 		if limit > 0 || minOne {
-			res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch)
+			if replicaID >= 0 {
+				// A follower: reads up to the log end, and its position
+				// moves the high watermark and its ISR membership.
+				res, err = t.part.ReadForFollower(replicaID, t.sp.fetchOffset, limit, t.sp.currentLeaderEpoch, now)
+			} else {
+				res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch)
+			}
 		} else {
 			st := t.part.State()
 			res = replica.ReadResult{State: st}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"time"
@@ -47,17 +48,24 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 			part, hosted := b.replicas.Get(tp)
 			wasLeader := hosted && part.State().IsLeader
 			if ps.Leader != b.self.ID {
-				if wasLeader {
-					// Another broker leads now (or nobody): stop
-					// serving it, keep the data.
-					if t.Name == offsetsTopic {
-						b.groups.Resign(int32(i))
+				if wasLeader && t.Name == offsetsTopic {
+					b.groups.Resign(int32(i))
+				}
+				leader, leaderLive := md.Broker(ps.Leader)
+				switch {
+				case replicaHere[tp] && ps.Leader >= 0 && leaderLive:
+					addr := net.JoinHostPort(leader.Host, strconv.Itoa(int(leader.Port)))
+					if _, err := b.replicas.MakeFollower(tp, t.ID, ps.Leader, ps.LeaderEpoch, addr, pcfg); err != nil {
+						errs = append(errs, err)
 					}
+				case wasLeader || hosted:
+					// Nobody leads (or we are not a replica): stop
+					// serving it, keep the data for now.
 					b.replicas.StopLeading(tp)
 				}
 				continue
 			}
-			if _, err := b.replicas.MakeLeader(tp, t.ID, ps.LeaderEpoch, ps.ISR, pcfg); err != nil {
+			if _, err := b.replicas.MakeLeader(tp, t.ID, ps.LeaderEpoch, ps.PartitionEpoch, ps.ISR, pcfg); err != nil {
 				errs = append(errs, err)
 				continue
 			}

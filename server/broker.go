@@ -16,6 +16,7 @@ import (
 	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/coordinator"
+	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/replica"
 )
 
@@ -84,7 +85,18 @@ func (b *Broker) Run(ctx context.Context) error {
 	start := time.Now()
 	logDir := b.cfg.LogDirs[0]
 	var err error
-	b.replicas, err = replica.Open(replica.Config{LogDir: logDir, RetentionCheck: b.cfg.LogRetentionCheck}, b.logger)
+	rcfg := replica.Config{
+		LogDir:            logDir,
+		RetentionCheck:    b.cfg.LogRetentionCheck,
+		BrokerID:          b.cfg.BrokerID,
+		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
+	}
+	if b.cfg.ZookeeperConnect != "" {
+		rcfg.ISRWriter = &isrWriter{b: b}
+		clientID := "kbroker-replica-" + strconv.Itoa(int(b.cfg.BrokerID))
+		rcfg.Dial = func(_ int32, addr string) replica.LeaderConn { return kafkaconn.New(addr, clientID) }
+	}
+	b.replicas, err = replica.Open(rcfg, b.logger)
 	if err != nil {
 		return err
 	}
@@ -147,6 +159,11 @@ func (b *Broker) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		b.replicas.RunRetention(serveCtx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.replicas.RunISRChecks(serveCtx)
 	}()
 	for _, ln := range listeners {
 		wg.Add(1)

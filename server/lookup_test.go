@@ -41,7 +41,7 @@ func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.replicas, err = replica.Open(replica.Config{LogDir: dir, RetentionCheck: time.Hour}, logger); err != nil {
+	if b.replicas, err = replica.Open(replica.Config{LogDir: dir, RetentionCheck: time.Hour, BrokerID: cfg.BrokerID}, logger); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.replicas.Close() })

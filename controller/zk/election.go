@@ -26,6 +26,23 @@ const InitialControllerEpoch int32 = 0
 // or a retry after a lost connection whose first attempt had won), won is
 // true with the current epoch.
 func (s *Store) ElectController(ctx context.Context, brokerID int32) (won bool, epoch int32, epochZkVersion int32, err error) {
+	for attempt := 0; ; attempt++ {
+		won, epoch, epochZkVersion, err = s.electOnce(ctx, brokerID)
+		if !errors.Is(err, errNoController) {
+			return won, epoch, epochZkVersion, err
+		}
+		if attempt == 5 {
+			// Controllers come and go faster than we can look: report a
+			// loss; the caller's controller watch tells it to try again.
+			return false, epoch, -1, nil
+		}
+	}
+}
+
+// errNoController: an election lost to a controller that has already gone.
+var errNoController = errors.New("no controller after a lost election")
+
+func (s *Store) electOnce(ctx context.Context, brokerID int32) (won bool, epoch int32, epochZkVersion int32, err error) {
 	curEpoch, curVersion, err := s.controllerEpochOrCreate(ctx)
 	if err != nil {
 		return false, 0, 0, fmt.Errorf("elect controller: %w", err)
@@ -50,10 +67,12 @@ func (s *Store) ElectController(ctx context.Context, brokerID int32) (won bool, 
 func (s *Store) checkControllerAndEpoch(ctx context.Context, brokerID int32) (bool, int32, int32, error) {
 	data, stat, err := s.get(ctx, ControllerPath)
 	if errors.Is(err, ErrNoNode) {
-		// Went away while we looked: nobody won this round; the
-		// controller watch fires and the caller tries again.
+		// Went away while we looked: nobody holds it now; try again.
 		epoch, _, err := s.ControllerEpoch(ctx)
-		return false, epoch, -1, err
+		if err != nil {
+			return false, 0, 0, fmt.Errorf("elect controller: %w", err)
+		}
+		return false, epoch, -1, errNoController
 	}
 	if err != nil {
 		return false, 0, 0, fmt.Errorf("elect controller: %w", err)

@@ -445,6 +445,9 @@ func (s *Store) SetPartitionStates(ctx context.Context, epochZkVersion int32, up
 		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return results, fmt.Errorf("set partition states: %w", err)
+	}
 	if moved != nil {
 		return results, fmt.Errorf("set partition states: %w", moved)
 	}

@@ -1,0 +1,343 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// LeaderConn is a connection to a leader broker (kafkaconn.Conn).
+type LeaderConn interface {
+	Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	Close()
+}
+
+// Dialer makes a connection to broker id at addr.
+type Dialer func(brokerID int32, addr string) LeaderConn
+
+// Follower fetch settings, as Kafka's replica.fetch.* defaults.
+const (
+	replicaFetchWait          = 500 * time.Millisecond
+	replicaFetchMaxBytes      = 10 << 20
+	replicaFetchPartitionMax  = 1 << 20
+	replicaFetchRequestBudget = 10 * time.Second
+)
+
+// fetcherManager runs one fetcher per leader broker, as Kafka's
+// ReplicaFetcherManager (with num.replica.fetchers=1).
+type fetcherManager struct {
+	m *Manager
+
+	// mu guards fetchers and assigned.
+	mu       sync.Mutex
+	fetchers map[int32]*fetcher
+	assigned map[TopicPartition]int32 // partition -> leader id
+}
+
+func newFetcherManager(m *Manager) *fetcherManager {
+	return &fetcherManager{m: m, fetchers: map[int32]*fetcher{}, assigned: map[TopicPartition]int32{}}
+}
+
+// add makes p fetch from leaderID (moving it from another fetcher if
+// needed); it truncates first.
+func (fm *fetcherManager) add(p *Partition, leaderID int32, addr string) {
+	if fm.m.cfg.Dial == nil {
+		return
+	}
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if old, ok := fm.assigned[p.tp]; ok {
+		if f := fm.fetchers[old]; f != nil {
+			f.removePartition(p.tp)
+		}
+	}
+	f := fm.fetchers[leaderID]
+	if f != nil && f.addr != addr {
+		f.stop()
+		delete(fm.fetchers, leaderID)
+		f = nil
+	}
+	if f == nil {
+		f = newFetcher(fm.m, leaderID, addr)
+		fm.fetchers[leaderID] = f
+	}
+	fm.assigned[p.tp] = leaderID
+	f.addPartition(p)
+}
+
+// remove stops fetching tp.
+func (fm *fetcherManager) remove(tp TopicPartition) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if id, ok := fm.assigned[tp]; ok {
+		if f := fm.fetchers[id]; f != nil {
+			f.removePartition(tp)
+		}
+		delete(fm.assigned, tp)
+	}
+}
+
+// closeAll stops every fetcher and waits for them.
+func (fm *fetcherManager) closeAll() {
+	fm.mu.Lock()
+	fs := fm.fetchers
+	fm.fetchers = map[int32]*fetcher{}
+	fm.assigned = map[TopicPartition]int32{}
+	fm.mu.Unlock()
+	for _, f := range fs {
+		f.stop()
+	}
+}
+
+// fetchPart is one partition a fetcher copies.
+type fetchPart struct {
+	p        *Partition
+	truncate bool // find the divergence point before fetching
+}
+
+// fetcher copies partitions from one leader with Fetch requests carrying
+// this broker's replica id.
+type fetcher struct {
+	m        *Manager
+	leaderID int32
+	addr     string
+	conn     LeaderConn
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+	wake     chan struct{}
+
+	// mu guards parts.
+	mu    sync.Mutex
+	parts map[TopicPartition]*fetchPart
+}
+
+func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fetcher{m: m, leaderID: leaderID, addr: addr, conn: m.cfg.Dial(leaderID, addr), ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), wake: make(chan struct{}, 1), parts: map[TopicPartition]*fetchPart{}}
+	go f.run()
+	return f
+}
+
+func (f *fetcher) addPartition(p *Partition) {
+	f.mu.Lock()
+	f.parts[p.tp] = &fetchPart{p: p, truncate: true}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) removePartition(tp TopicPartition) {
+	f.mu.Lock()
+	delete(f.parts, tp)
+	f.mu.Unlock()
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+	f.conn.Close()
+}
+
+func (f *fetcher) snapshot() []*fetchPart {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*fetchPart, 0, len(f.parts))
+	for _, fp := range f.parts {
+		out = append(out, fp)
+	}
+	return out
+}
+
+func (f *fetcher) run() {
+	defer close(f.done)
+	for {
+		parts := f.snapshot()
+		if len(parts) == 0 {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-f.wake:
+				continue
+			}
+		}
+		err := f.truncate(parts)
+		if err == nil {
+			err = f.fetchOnce(parts)
+		}
+		if f.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			f.m.logger.Debug("follower fetch failed", "leader", f.leaderID, "err", err)
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(followerBackoff):
+			}
+		}
+	}
+}
+
+// truncate finds, for partitions that just started following, where their
+// log diverges from the leader's (OffsetForLeaderEpoch) and cuts there.
+func (f *fetcher) truncate(parts []*fetchPart) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = 3
+	req.ReplicaID = f.m.cfg.BrokerID
+	type pending struct {
+		fp         *fetchPart
+		localEpoch int32
+	}
+	byTopic := map[string]int{}
+	var waiting []pending
+	for _, fp := range parts {
+		if !fp.truncate {
+			continue
+		}
+		_, _, leaderEpoch, last, ok := fp.p.followerFetchPosition()
+		if !ok {
+			continue
+		}
+		if last < 0 {
+			fp.truncate = false // empty log: nothing to cut
+			continue
+		}
+		i, ok := byTopic[fp.p.tp.Topic]
+		if !ok {
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = fp.p.tp.Topic
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[fp.p.tp.Topic] = i
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = fp.p.tp.Partition, leaderEpoch, last
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		waiting = append(waiting, pending{fp, last})
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, replicaFetchRequestBudget)
+	defer cancel()
+	resp, err := f.conn.Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	results := map[TopicPartition]kmsg.OffsetForLeaderEpochResponseTopicPartition{}
+	for _, t := range resp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+		for _, p := range t.Partitions {
+			results[TopicPartition{t.Topic, p.Partition}] = p
+		}
+	}
+	for _, w := range waiting {
+		r, ok := results[w.fp.p.tp]
+		if !ok {
+			continue
+		}
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			// Not (yet) the leader there: retry later.
+			continue
+		}
+		if err := w.fp.p.truncateToLeader(w.localEpoch, r.LeaderEpoch, r.EndOffset); err != nil {
+			return err
+		}
+		w.fp.truncate = false
+	}
+	return nil
+}
+
+// fetchOnce sends one Fetch for every partition ready to fetch.
+func (f *fetcher) fetchOnce(parts []*fetchPart) error {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.ReplicaID = f.m.cfg.BrokerID
+	req.MaxWaitMillis = int32(replicaFetchWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = replicaFetchMaxBytes
+	req.SessionID, req.SessionEpoch = 0, -1
+	byTopic := map[string]int{}
+	ready := map[TopicPartition]*fetchPart{}
+	for _, fp := range parts {
+		if fp.truncate {
+			continue
+		}
+		offset, logStart, leaderEpoch, last, ok := fp.p.followerFetchPosition()
+		if !ok {
+			continue
+		}
+		i, seen := byTopic[fp.p.tp.Topic]
+		if !seen {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = fp.p.tp.Topic
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[fp.p.tp.Topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.LogStartOffset = fp.p.tp.Partition, offset, logStart
+		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = leaderEpoch, last
+		rp.PartitionMaxBytes = replicaFetchPartitionMax
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		ready[fp.p.tp] = fp
+	}
+	if len(ready) == 0 {
+		select {
+		case <-f.ctx.Done():
+		case <-f.wake:
+		case <-time.After(followerBackoff):
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, replicaFetchWait+replicaFetchRequestBudget)
+	defer cancel()
+	resp, err := f.conn.Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
+		return err
+	}
+	var firstErr error
+	for _, t := range fr.Topics {
+		for _, rp := range t.Partitions {
+			fp := ready[TopicPartition{t.Topic, rp.Partition}]
+			if fp == nil {
+				continue
+			}
+			switch err := kerr.ErrorForCode(rp.ErrorCode); {
+			case err == nil:
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				// Below the leader's log start (retention, DeleteRecords):
+				// start over from there. Otherwise we have more than the
+				// leader: find the divergence again.
+				if offset, _, _, _, ok := fp.p.followerFetchPosition(); ok && rp.LogStartOffset > offset {
+					if err := fp.p.restartAt(rp.LogStartOffset); err != nil && firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				fp.truncate = true
+				continue
+			default:
+				// NOT_LEADER, FENCED or UNKNOWN leader epoch: the
+				// controller's next view moves us; keep trying.
+				continue
+			}
+			if _, err := fp.p.appendAsFollower(rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset); err != nil && firstErr == nil {
+				firstErr = err
+				fp.truncate = true
+			}
+		}
+	}
+	return firstErr
+}

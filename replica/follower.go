@@ -1,0 +1,182 @@
+package replica
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/segment"
+)
+
+// MakeFollower makes this broker a follower of tp under leaderID at
+// leaderEpoch: it stops serving clients, and a fetcher copies the leader's
+// log after truncating whatever this replica has that the leader does not
+// (KIP-101/279: by leader epoch, never simply to the high watermark).
+func (m *Manager) MakeFollower(tp TopicPartition, topicID [16]byte, leaderID, leaderEpoch int32, leaderAddr string, cfg PartitionConfig) (*Partition, error) {
+	m.mu.Lock()
+	p, err := m.openLocked(tp, topicID, cfg)
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if leaderEpoch < p.leaderEpoch {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("make %s follower at epoch %d: already at epoch %d", tp, leaderEpoch, p.leaderEpoch)
+	}
+	changed := p.isLeader || p.leaderID != leaderID || p.leaderEpoch != leaderEpoch
+	wasLeader := p.isLeader
+	p.cfg = cfg
+	p.log.SetConfig(cfg.Log)
+	p.isLeader = false
+	p.leaderID = leaderID
+	p.leaderEpoch = leaderEpoch
+	p.followers = map[int32]*followerState{}
+	p.notifyLocked()
+	p.mu.Unlock()
+	if changed {
+		if wasLeader {
+			p.logger.Info("became follower", "leader", leaderID, "leader_epoch", leaderEpoch)
+		}
+		m.fetchers.add(p, leaderID, leaderAddr)
+	}
+	return p, nil
+}
+
+// followerFetchPosition is what the fetcher asks the leader for.
+func (p *Partition) followerFetchPosition() (fetchOffset, logStart int64, leaderEpoch, lastFetchedEpoch int32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isLeader || p.leaderID < 0 {
+		return 0, 0, 0, 0, false
+	}
+	last, has := p.log.LatestEpoch()
+	if !has {
+		last = -1
+	}
+	return p.log.EndOffset(), p.log.StartOffset(), p.leaderEpoch, last, true
+}
+
+// truncateToLeader cuts the log where it diverges from the leader's:
+// leaderEnd is the leader's end offset for leaderEpochFound, the latest
+// epoch both know (OffsetForLeaderEpoch). Whatever this replica has beyond
+// is a suffix the leader never had; it is logged and removed.
+func (p *Partition) truncateToLeader(localEpoch, leaderEpochFound int32, leaderEnd int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isLeader {
+		return nil
+	}
+	leo := p.log.EndOffset()
+	target := leo
+	switch {
+	case leaderEpochFound < 0 || leaderEnd < 0:
+		// The leader knows none of our epochs: keep what is committed.
+		target = min(p.highWatermark, leo)
+	case leaderEpochFound == localEpoch:
+		target = min(leaderEnd, leo)
+	default:
+		// The leader's latest common epoch is older than ours: our end
+		// for that epoch bounds it too.
+		_, localEnd := p.log.EndOffsetForEpoch(leaderEpochFound)
+		if localEnd < 0 {
+			localEnd = leo
+		}
+		target = min(leaderEnd, localEnd, leo)
+	}
+	if target >= leo {
+		return nil
+	}
+	p.logger.Warn("truncating the suffix the leader does not have", "from", target, "to", leo, "records_dropped", leo-target, "leader", p.leaderID)
+	if err := p.log.TruncateTo(target); err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", p.tp, target, err)
+	}
+	p.producers.truncateFrom(p.log.EndOffset())
+	if p.highWatermark > p.log.EndOffset() {
+		p.highWatermark = p.log.EndOffset()
+	}
+	p.notifyLocked()
+	return nil
+}
+
+// restartAt empties the log and starts it at offset, for a follower whose
+// position the leader no longer has.
+func (p *Partition) restartAt(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.logger.Warn("follower is below the leader's log start: restarting the log there", "offset", offset)
+	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+		return fmt.Errorf("restart %s at %d: %w", p.tp, offset, err)
+	}
+	p.producers = newProducerStates()
+	p.highWatermark = offset
+	p.notifyLocked()
+	return nil
+}
+
+// appendAsFollower appends batches copied from the leader as they are
+// (offsets and epochs already set), then takes the leader's high watermark
+// and log start offset.
+func (p *Partition) appendAsFollower(records []byte, leaderHW, leaderLogStart int64) (int, error) {
+	batches, headers, err := recordbatch.Split(records)
+	if err != nil {
+		// A fetch response may end with a partial batch when the leader
+		// cut at its byte limit: keep the whole ones.
+		batches, headers = splitWhole(records)
+		if len(batches) == 0 {
+			return 0, fmt.Errorf("records from leader for %s: %w", p.tp, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isLeader {
+		return 0, nil
+	}
+	appended := 0
+	for i, batch := range batches {
+		h := headers[i]
+		leo := p.log.EndOffset()
+		if h.NextOffset() <= leo {
+			continue // already have it (the fetch started mid-batch)
+		}
+		if h.BaseOffset != leo {
+			return appended, fmt.Errorf("leader sent %s batch at %d, log ends at %d: %w", p.tp, h.BaseOffset, leo, segment.ErrUnexpectedOffset)
+		}
+		if err := p.log.Append(batch, h); err != nil {
+			return appended, fmt.Errorf("append to follower %s: %w", p.tp, err)
+		}
+		ts := int64(-1)
+		if h.Attributes&recordbatch.TimestampTypeBit != 0 {
+			ts = h.MaxTimestamp
+		}
+		p.producers.update(h, ts)
+		appended++
+	}
+	if leaderLogStart > p.log.StartOffset() && leaderLogStart <= p.log.EndOffset() {
+		if err := p.log.SetStartOffset(leaderLogStart); err != nil {
+			p.logger.Warn("following the leader's log start offset failed", "offset", leaderLogStart, "err", err)
+		}
+	}
+	p.highWatermark = max(p.highWatermark, min(leaderHW, p.log.EndOffset()))
+	p.notifyLocked()
+	return appended, nil
+}
+
+// splitWhole returns the whole, valid batches at the start of records.
+func splitWhole(records []byte) ([][]byte, []recordbatch.Header) {
+	var batches [][]byte
+	var headers []recordbatch.Header
+	for len(records) > 0 {
+		h, err := recordbatch.Validate(records)
+		if err != nil {
+			break
+		}
+		batches = append(batches, records[:h.Size()])
+		headers = append(headers, h)
+		records = records[h.Size():]
+	}
+	return batches, headers
+}
+
+// followerBackoff spaces fetches after errors.
+const followerBackoff = 200 * time.Millisecond

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/kbroker/kbroker/internal/kafkaconn"
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AlterPartition: v0-1 (inter-broker)
+//
+// Behaviour:
+// * A partition leader asks the controller to change the ISR. Only the
+//   controller answers (others: NOT_CONTROLLER); the change must come from
+//   the current leader at the current leader epoch and partition epoch
+//   (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION otherwise), so a deposed
+//   leader cannot shrink the ISR to itself.
+//
+// Version notes:
+// * v1: leader recovery state
+
+func init() { registerAPI(kmsg.AlterPartition.Int16(), 0, 1, handleAlterPartition) }
+
+func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AlterPartitionRequest)
+	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+	if b.cluster == nil || !b.cluster.IsController() {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewAlterPartitionResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionResponseTopicPartition()
+			sp.Partition = rp.Partition
+			ps, err := b.cluster.AlterISR(req.BrokerID, rt.Topic, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
+			if err != nil {
+				sp.ErrorCode = protocol.ErrorCode(err)
+			}
+			sp.LeaderID, sp.LeaderEpoch, sp.ISR, sp.PartitionEpoch = ps.Leader, ps.LeaderEpoch, ps.ISR, ps.PartitionEpoch
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+// isrWriter sends a leader's ISR changes to the controller: directly when
+// this broker is the controller, else with AlterPartition.
+type isrWriter struct {
+	b *Broker
+
+	// mu guards conn, the connection to the current controller.
+	mu   sync.Mutex
+	conn *kafkaconn.Conn
+}
+
+func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+	b := w.b
+	if b.cluster.IsController() {
+		ps, err := b.cluster.AlterISR(b.self.ID, tp.Topic, tp.Partition, leaderEpoch, partitionEpoch, isr)
+		if err != nil {
+			return nil, 0, err
+		}
+		return ps.ISR, ps.PartitionEpoch, nil
+	}
+	conn, err := w.controllerConn()
+	if err != nil {
+		return nil, 0, err
+	}
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 1
+	req.BrokerID, req.BrokerEpoch = b.self.ID, -1
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR = tp.Partition, leaderEpoch, partitionEpoch, isr
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := conn.Request(ctx, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	ar := resp.(*kmsg.AlterPartitionResponse)
+	if err := kerr.ErrorForCode(ar.ErrorCode); err != nil {
+		return nil, 0, err
+	}
+	for _, t := range ar.Topics {
+		for _, p := range t.Partitions {
+			if t.Topic == tp.Topic && p.Partition == tp.Partition {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, 0, err
+				}
+				return p.ISR, p.PartitionEpoch, nil
+			}
+		}
+	}
+	return nil, 0, errors.New("AlterPartition response without the partition")
+}
+
+// controllerConn returns a connection to the current controller.
+func (w *isrWriter) controllerConn() (*kafkaconn.Conn, error) {
+	md := w.b.controller.Metadata()
+	ctrl, ok := md.Broker(md.ControllerID)
+	if !ok {
+		return nil, fmt.Errorf("%w: no controller known", kerr.NotController)
+	}
+	addr := net.JoinHostPort(ctrl.Host, strconv.Itoa(int(ctrl.Port)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn == nil || w.conn.Addr() != addr {
+		if w.conn != nil {
+			w.conn.Close()
+		}
+		w.conn = kafkaconn.New(addr, "kbroker-isr-"+strconv.Itoa(int(w.b.self.ID)))
+	}
+	return w.conn, nil
+}

@@ -45,11 +45,11 @@ type Partition struct {
 	stats   *Stats
 
 	// mu guards every field below.
-	mu            sync.Mutex
-	cfg           PartitionConfig
-	isLeader      bool
-	leaderEpoch   int32
-	isr           []int32
+	mu          sync.Mutex
+	cfg         PartitionConfig
+	isLeader    bool
+	leaderEpoch int32
+	isr         []int32
 	// partitionEpoch is the version of the partition's state the
 	// controller last wrote (Kafka's partition epoch); ISR change requests
 	// are conditional on it.

@@ -54,6 +54,8 @@ type Config struct {
 	ReplicaLagTimeMax           time.Duration // replica.lag.time.max.ms (default 30s in Kafka 3.x; 10s here as the mission states)
 	MinInsyncReplicas           int32         // min.insync.replicas (default 1)
 	UncleanLeaderElectionEnable bool          // unclean.leader.election.enable (default false)
+	AutoLeaderRebalanceEnable   bool          // auto.leader.rebalance.enable (default true)
+	LeaderImbalanceCheck        time.Duration // leader.imbalance.check.interval.seconds (default 300s)
 
 	OffsetsTopicNumPartitions     int32         // offsets.topic.num.partitions (default 50)
 	OffsetsTopicReplicationFactor int16         // offsets.topic.replication.factor (default 3, capped by live brokers)
@@ -64,5 +66,5 @@ type Config struct {
 	TransactionalIDExpiration     time.Duration // transactional.id.expiration.ms (default 7 days)
 	ProducerIDExpiration          time.Duration // producer.id.expiration.ms (default 1 day)
 
-	MetricsAddress string // kbroker.metrics.address (empty = no /metrics endpoint)
+	MetricsAddress string // kbroker.metrics.address, host:port of the Prometheus /metrics endpoint (empty = none)
 }

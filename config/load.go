@@ -49,6 +49,8 @@ func Default() Config {
 		ReplicaLagTimeMax:           10 * time.Second,
 		MinInsyncReplicas:           1,
 		UncleanLeaderElectionEnable: false,
+		AutoLeaderRebalanceEnable:   true,
+		LeaderImbalanceCheck:        300 * time.Second,
 
 		OffsetsTopicNumPartitions:     50,
 		OffsetsTopicReplicationFactor: 3,
@@ -357,6 +359,8 @@ func properties() []prop {
 		durationProp("replica.lag.time.max.ms", "a follower not caught up for this long leaves the ISR", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ReplicaLagTimeMax }),
 		int32Prop("min.insync.replicas", "ISR size needed for acks=all writes", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MinInsyncReplicas }),
 		boolProp("unclean.leader.election.enable", "let an out-of-sync replica lead (loses data)", func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),
+		boolProp("auto.leader.rebalance.enable", "move leadership back to the preferred (first) replica when it is in sync", func(c *Config) *bool { return &c.AutoLeaderRebalanceEnable }),
+		durationProp("leader.imbalance.check.interval.seconds", "how often the controller checks for preferred leaders", time.Second, 1, false, func(c *Config) *time.Duration { return &c.LeaderImbalanceCheck }),
 
 		int32Prop("offsets.topic.num.partitions", "partitions of __consumer_offsets", 1, math.MaxInt32, func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }),
 		int16Prop("offsets.topic.replication.factor", "replication factor of __consumer_offsets (capped by live brokers)", 1, func(c *Config) *int16 { return &c.OffsetsTopicReplicationFactor }),

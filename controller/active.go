@@ -38,6 +38,9 @@ type active struct {
 	md         *Metadata
 	zkVersions map[zk.TopicPartition]int32
 	senders    map[int32]*viewSender
+	// shuttingDown: brokers in controlled shutdown, never elected again
+	// until they re-register.
+	shuttingDown map[int32]bool
 }
 
 // startActive loads the cluster from ZooKeeper, elects leaders where the
@@ -45,7 +48,7 @@ type active struct {
 func startActive(parent context.Context, c *Cluster, epoch, epochZkVersion int32) (*active, error) {
 	ctx, cancel := context.WithCancel(parent)
 	a := &active{c: c, epoch: epoch, epochZkVersion: epochZkVersion, ctx: ctx, cancel: cancel,
-		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}}
+		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}, shuttingDown: map[int32]bool{}}
 	lctx, lcancel := context.WithTimeout(ctx, controllerWriteTimeout)
 	defer lcancel()
 	md, err := a.load(lctx)
@@ -75,6 +78,10 @@ func startActive(parent context.Context, c *Cluster, epoch, epochZkVersion int32
 			a.onBrokersChanged()
 		}
 	}()
+	if c.cfg.AutoLeaderRebalance && c.cfg.LeaderImbalanceCheck > 0 {
+		a.wg.Add(1)
+		go a.rebalanceLeaders(c.cfg.LeaderImbalanceCheck)
+	}
 	return a, nil
 }
 
@@ -183,7 +190,7 @@ func (a *active) uncleanFor(t *Topic) bool {
 func (a *active) electAndPublishLocked(ctx context.Context) error {
 	live := map[int32]bool{}
 	for _, b := range a.md.Brokers {
-		live[b.ID] = true
+		live[b.ID] = !a.shuttingDown[b.ID]
 	}
 	isLive := func(id int32) bool { return live[id] }
 	next := a.md.clone()
@@ -196,6 +203,7 @@ func (a *active) electAndPublishLocked(ctx context.Context) error {
 				continue
 			}
 			if elected.Leader != ps.Leader && elected.Leader >= 0 && !slices.Contains(ps.ISR, elected.Leader) {
+				a.c.UncleanElections.Add(1)
 				a.c.logger.Warn("unclean leader election: records the new leader lacks are lost",
 					"topic", t.Name, "partition", p, "new_leader", elected.Leader, "old_isr", ps.ISR)
 			}
@@ -311,7 +319,12 @@ func (a *active) onBrokersChanged() {
 		delete(before, b.ID)
 	}
 	for id := range before {
-		a.c.logger.Warn("broker left", "broker", id)
+		if a.shuttingDown[id] {
+			a.c.logger.Info("broker left after a controlled shutdown", "broker", id)
+		} else {
+			a.c.logger.Warn("broker left", "broker", id)
+		}
+		delete(a.shuttingDown, id)
 	}
 	a.md = next
 	if err := a.electAndPublishLocked(ctx); err != nil {
@@ -615,4 +628,164 @@ func (a *active) alterISR(leader int32, topic string, partition, leaderEpoch, pa
 	a.publishLocked(next)
 	a.c.logger.Info("ISR changed", "partition", tp.String(), "isr", cur.ISR, "new_isr", np.ISR)
 	return next.Topics[topic].Partitions[partition], nil
+}
+
+// controlledShutdown moves leadership off a broker that is stopping (Kafka's
+// ControlledShutdown): every partition it leads gets a new leader from the
+// rest of its ISR, and it leaves the ISR of partitions it follows, so
+// clients see NOT_LEADER_OR_FOLLOWER and move on instead of timing out. It
+// returns how many partitions it still leads (no other ISR member).
+func (a *active) controlledShutdown(id int32) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.shuttingDown[id] = true
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	next := a.md.clone()
+	var updates []zk.PartitionUpdate
+	for _, t := range next.Topics {
+		for p := range t.Partitions {
+			ps := &t.Partitions[p]
+			if !slices.Contains(ps.ISR, id) || len(ps.ISR) == 1 {
+				continue
+			}
+			if ps.Leader == id {
+				newLeader := int32(-1)
+				for _, r := range ps.Replicas {
+					if r != id && slices.Contains(ps.ISR, r) && !a.shuttingDown[r] {
+						newLeader = r
+						break
+					}
+				}
+				if newLeader < 0 {
+					continue
+				}
+				ps.Leader = newLeader
+				ps.LeaderEpoch++
+			}
+			ps.ISR = slices.DeleteFunc(slices.Clone(ps.ISR), func(r int32) bool { return r == id })
+			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
+			updates = append(updates, zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
+				Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
+			}})
+		}
+	}
+	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
+		return -1, err
+	}
+	a.publishLocked(next)
+	remaining := 0
+	for _, t := range next.Topics {
+		for _, ps := range t.Partitions {
+			if ps.Leader == id {
+				remaining++
+			}
+		}
+	}
+	a.c.logger.Info("controlled shutdown", "broker", id, "moved", len(updates), "still_leading", remaining)
+	return remaining, nil
+}
+
+// ElectionResult is the outcome of a leader election for one partition.
+type ElectionResult struct {
+	Topic     string
+	Partition int32
+	Err       error // nil when elected
+}
+
+// electLeaders runs preferred (or, for offline partitions, unclean)
+// elections, as Kafka's ElectLeaders: preferred moves leadership to the
+// first assigned replica when it is alive and in the ISR. partitions nil
+// means every partition; then partitions needing no change are left out of
+// the results.
+func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([]ElectionResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	all := partitions == nil
+	if all {
+		for _, t := range a.md.Topics {
+			for p := range t.Partitions {
+				partitions = append(partitions, zk.TopicPartition{Topic: t.Name, Partition: int32(p)})
+			}
+		}
+	}
+	live := map[int32]bool{}
+	for _, b := range a.md.Brokers {
+		live[b.ID] = !a.shuttingDown[b.ID]
+	}
+	next := a.md.clone()
+	var results []ElectionResult
+	var updates []zk.PartitionUpdate
+	for _, tp := range partitions {
+		res := ElectionResult{Topic: tp.Topic, Partition: tp.Partition}
+		t := next.Topics[tp.Topic]
+		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+			res.Err = kerr.UnknownTopicOrPartition
+			results = append(results, res)
+			continue
+		}
+		ps := &t.Partitions[tp.Partition]
+		if preferred {
+			want := ps.Replicas[0]
+			switch {
+			case ps.Leader == want:
+				res.Err = kerr.ElectionNotNeeded
+			case !live[want] || !slices.Contains(ps.ISR, want):
+				res.Err = kerr.PreferredLeaderNotAvailable
+			default:
+				ps.Leader = want
+				ps.LeaderEpoch++
+			}
+		} else {
+			if ps.Leader >= 0 && live[ps.Leader] {
+				res.Err = kerr.ElectionNotNeeded
+			} else if elected, changed := electLeader(*ps, func(id int32) bool { return live[id] }, true); changed && elected.Leader >= 0 {
+				if !slices.Contains(ps.ISR, elected.Leader) {
+					a.c.UncleanElections.Add(1)
+					a.c.logger.Warn("unclean leader election: records the new leader lacks are lost",
+						"topic", tp.Topic, "partition", tp.Partition, "new_leader", elected.Leader, "old_isr", ps.ISR)
+				}
+				*ps = elected
+			} else {
+				res.Err = kerr.EligibleLeadersNotAvailable
+			}
+		}
+		if res.Err == nil {
+			updates = append(updates, zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
+				Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
+			}})
+		}
+		if !all || res.Err == nil {
+			results = append(results, res)
+		}
+	}
+	if len(updates) == 0 {
+		return results, nil
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+	defer cancel()
+	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
+		return nil, err
+	}
+	a.publishLocked(next)
+	a.c.logger.Info("leader election", "preferred", preferred, "moved", len(updates))
+	return results, nil
+}
+
+// rebalanceLeaders periodically moves leadership back to preferred
+// replicas (auto.leader.rebalance.enable).
+func (a *active) rebalanceLeaders(every time.Duration) {
+	defer a.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+			if _, err := a.electLeaders(true, nil); err != nil && a.ctx.Err() == nil {
+				a.c.logger.Warn("preferred leader election failed", "err", err)
+			}
+		}
+	}
 }

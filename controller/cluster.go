@@ -21,6 +21,10 @@ type ClusterConfig struct {
 	// UncleanDefault is the broker's unclean.leader.election.enable; a
 	// topic's config overrides it.
 	UncleanDefault bool
+	// AutoLeaderRebalance moves leadership back to preferred replicas
+	// every LeaderImbalanceCheck (auto.leader.rebalance.enable).
+	AutoLeaderRebalance  bool
+	LeaderImbalanceCheck time.Duration
 }
 
 // Cluster is this broker's control plane in a ZooKeeper cluster. Every
@@ -48,6 +52,10 @@ type Cluster struct {
 	// pidMu guards the producer id block this broker hands out from.
 	pidMu            sync.Mutex
 	pidNext, pidLast int64
+
+	// UncleanElections counts leaders elected from outside the ISR by
+	// this broker while controller.
+	UncleanElections atomic.Int64
 
 	started atomic.Bool
 	stop    chan struct{}
@@ -302,6 +310,30 @@ func (c *Cluster) AlterISR(leader int32, topic string, partition, leaderEpoch, p
 		return err
 	})
 	return ps, err
+}
+
+// ControlledShutdown moves leadership off broker id; only the controller
+// can. It returns the number of partitions id still leads.
+func (c *Cluster) ControlledShutdown(id int32) (int, error) {
+	var remaining int
+	err := c.withActive(func(a *active) error {
+		var err error
+		remaining, err = a.controlledShutdown(id)
+		return err
+	})
+	return remaining, err
+}
+
+// ElectLeaders runs preferred (or unclean) leader elections; only the
+// controller can. partitions nil means all.
+func (c *Cluster) ElectLeaders(preferred bool, partitions []zk.TopicPartition) ([]ElectionResult, error) {
+	var res []ElectionResult
+	err := c.withActive(func(a *active) error {
+		var err error
+		res, err = a.electLeaders(preferred, partitions)
+		return err
+	})
+	return res, err
 }
 
 // AllocateProducerID hands out a producer id from this broker's block;

@@ -150,3 +150,31 @@ func (p *Partition) isrEvents(_ string, shrink bool) {
 		p.stats.ISRExpands.Add(1)
 	}
 }
+
+// ReplicaStatus is a partition's replication state, for metrics.
+type ReplicaStatus struct {
+	State
+	ISR []int32
+	// FollowerLag is, on a leader, each follower's distance in offsets
+	// from the leader's log end (-1 when the follower has not fetched).
+	FollowerLag map[int32]int64
+}
+
+// ReplicaStatus returns the partition's replication state.
+func (p *Partition) ReplicaStatus() ReplicaStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rs := ReplicaStatus{State: p.stateLocked(), ISR: slices.Clone(p.isr)}
+	if p.isLeader && len(p.followers) > 0 {
+		rs.FollowerLag = make(map[int32]int64, len(p.followers))
+		leo := p.log.EndOffset()
+		for id, f := range p.followers {
+			lag := int64(-1)
+			if f.logEndOffset >= 0 {
+				lag = leo - f.logEndOffset
+			}
+			rs.FollowerLag[id] = lag
+		}
+	}
+	return rs
+}

@@ -106,11 +106,13 @@ func (b *Broker) Run(ctx context.Context) error {
 	} else {
 		mode = "zookeeper cluster"
 		b.cluster, err = controller.NewCluster(ctx, controller.ClusterConfig{
-			Self:              b.self,
-			ZookeeperConnect:  b.cfg.ZookeeperConnect,
-			SessionTimeout:    b.cfg.ZookeeperSessionTimeout,
-			ConnectionTimeout: b.cfg.ZookeeperConnectionTimeout,
-			UncleanDefault:    b.cfg.UncleanLeaderElectionEnable,
+			Self:                 b.self,
+			ZookeeperConnect:     b.cfg.ZookeeperConnect,
+			SessionTimeout:       b.cfg.ZookeeperSessionTimeout,
+			ConnectionTimeout:    b.cfg.ZookeeperConnectionTimeout,
+			UncleanDefault:       b.cfg.UncleanLeaderElectionEnable,
+			AutoLeaderRebalance:  b.cfg.AutoLeaderRebalanceEnable,
+			LeaderImbalanceCheck: b.cfg.LeaderImbalanceCheck,
 		}, b.logger.With("component", "controller"))
 		b.controller = b.cluster
 	}
@@ -133,6 +135,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 
 	listeners := make([]net.Listener, 0, len(b.cfg.Listeners))
+	var metricsLn net.Listener
 	for _, l := range b.cfg.Listeners {
 		host, port, err := config.ListenerHostPort(l)
 		if err != nil {
@@ -147,6 +150,18 @@ func (b *Broker) Run(ctx context.Context) error {
 			return fmt.Errorf("listen on %s: %w", l, err)
 		}
 		listeners = append(listeners, ln)
+	}
+	if b.cfg.MetricsAddress != "" {
+		mln, err := net.Listen("tcp", b.cfg.MetricsAddress)
+		if err != nil {
+			for _, o := range listeners {
+				o.Close()
+			}
+			b.shutdownStorage()
+			return fmt.Errorf("kbroker.metrics.address %s: %w", b.cfg.MetricsAddress, err)
+		}
+		metricsLn = mln
+		b.logger.Info("serving Prometheus metrics", "addr", "http://"+mln.Addr().String()+"/metrics")
 	}
 	for _, ln := range listeners {
 		b.logger.Info("kbroker listening", "addr", ln.Addr().String(), "data", logDir, "broker_id", b.cfg.BrokerID,
@@ -165,6 +180,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.replicas.RunISRChecks(serveCtx)
 	}()
+	if metricsLn != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.serveMetrics(serveCtx, metricsLn)
+		}()
+	}
 	for _, ln := range listeners {
 		wg.Add(1)
 		go func() {
@@ -185,6 +207,9 @@ func (b *Broker) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	b.logger.Info("shutting down")
+	if b.cluster != nil {
+		b.controlledShutdown()
+	}
 	b.stopServing(listeners, cancelServe, &wg)
 	if err := b.shutdownStorage(); err != nil {
 		return err

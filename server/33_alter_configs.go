@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 
-	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -33,25 +32,15 @@ func handleAlterConfigs(_ context.Context, b *Broker, _ *requestContext, kreq km
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 
-	seen := make(map[configResourceKey]int, len(req.Resources))
-	for _, rr := range req.Resources {
-		seen[configResourceKey{rr.ResourceType, rr.ResourceName}]++
+	changes := make([]configResourceChange, len(req.Resources))
+	for i, rr := range req.Resources {
+		changes[i] = configResourceChange{rr.ResourceType, rr.ResourceName, len(rr.Configs), replaceConfigs(rr.Configs)}
 	}
-	for _, rr := range req.Resources {
-		var err error
-		if seen[configResourceKey{rr.ResourceType, rr.ResourceName}] > 1 {
-			err = errDuplicateResource
-		} else {
-			err = b.alterConfigResource(rr.ResourceType, rr.ResourceName, len(rr.Configs), replaceConfigs(rr.Configs), req.ValidateOnly)
-		}
+	for i, err := range b.alterConfigResources(changes, req.ValidateOnly) {
 		st := kmsg.NewAlterConfigsResponseResource()
-		st.ResourceType = rr.ResourceType
-		st.ResourceName = rr.ResourceName
-		if err != nil {
-			st.ErrorCode = protocol.ErrorCode(err)
-			msg := err.Error()
-			st.ErrorMessage = &msg
-		}
+		st.ResourceType = req.Resources[i].ResourceType
+		st.ResourceName = req.Resources[i].ResourceName
+		st.ErrorCode, st.ErrorMessage = errorCodeAndMessage(err)
 		resp.Resources = append(resp.Resources, st)
 	}
 	return resp, nil

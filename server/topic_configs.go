@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -107,6 +108,43 @@ func duplicateNames(names []string) []string {
 
 // configResourceKey identifies a resource, to find resources named twice
 // in one request.
+// configResourceChange is one resource of an AlterConfigs or
+// IncrementalAlterConfigs request.
+type configResourceChange struct {
+	rtype   kmsg.ConfigResourceType
+	name    string
+	entries int
+	change  configChange
+}
+
+// alterConfigResources applies each resource's change and returns its
+// error (nil for success), in request order; a resource named twice fails
+// every copy, as Kafka does.
+func (b *Broker) alterConfigResources(resources []configResourceChange, validateOnly bool) []error {
+	seen := make(map[configResourceKey]int, len(resources))
+	for _, r := range resources {
+		seen[configResourceKey{r.rtype, r.name}]++
+	}
+	errs := make([]error, len(resources))
+	for i, r := range resources {
+		if seen[configResourceKey{r.rtype, r.name}] > 1 {
+			errs[i] = errDuplicateResource
+			continue
+		}
+		errs[i] = b.alterConfigResource(r.rtype, r.name, r.entries, r.change, validateOnly)
+	}
+	return errs
+}
+
+// errorCodeAndMessage is a response's error code and message for err.
+func errorCodeAndMessage(err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	msg := err.Error()
+	return protocol.ErrorCode(err), &msg
+}
+
 type configResourceKey struct {
 	rtype kmsg.ConfigResourceType
 	name  string

@@ -64,5 +64,6 @@ echo "== 1. throughput: RF 3 acks=all (3 brokers) vs RF 1 acks=1 (embedded), 1 K
 "$work/kbench" --brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6
 "$work/kbench" --kbroker "$work/kbroker" --acks 1 --records "$RECORDS" --partitions 6
 echo
-echo "== 2. latency at $RATE records/s: RF 3 acks=all (3 brokers) vs kfake"
-"$work/kbench" --brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6 --rate "$RATE" --vs-kfake
+echo "== 2. latency at $RATE records/s: RF 3 acks=all (3 brokers) vs kfake (one in-memory broker: RF 1, acks=all)"
+"$work/kbench" --brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6 --rate "$RATE"
+"$work/kbench" --kfake --acks all --records "$RECORDS" --partitions 6 --rate "$RATE"

@@ -2,14 +2,16 @@
 # kbroker's whole test suite, for a developer machine or CI (as root on a
 # fresh clone it installs what is missing first):
 #
-#   1. system packages: kcat and zookeeper (apt-get, only when absent)
+#   1. system packages: kcat, zookeeper, python3-kafka, node (apt-get, only
+#      when absent), and kafkajs for the JavaScript tests (npm ci)
 #   2. gofmt -l         (fails if any file needs formatting)
 #   3. go vet ./...
 #   4. unit tests       go test -race on every package but integration/
 #   5. integration      go test -race on integration/ (builds ./cmd/kbroker with
 #                       -race unless KBROKER_RACE=0, runs real broker
 #                       processes and real clients)
-#   6. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
+#   6. franz-go's own pkg/kgo test suite against a kbroker (scripts/kgo-suite.sh)
+#   7. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
 #
 # Environment: FUZZTIME (default 20s; 0 skips the fuzz step), KBROKER_RACE
 # (default 1), KBROKER_BIN (use a prebuilt broker in the integration tests).
@@ -45,17 +47,21 @@ install_packages() {
 	local missing=()
 	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 	[ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-	if [ ${#missing[@]} -eq 0 ]; then
-		echo "kcat and zookeeper are installed"
-		return 0
+	/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
+	command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+	if [ ${#missing[@]} -gt 0 ]; then
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "missing ${missing[*]} and not root: install them (apt-get install -y ${missing[*]})" >&2
+			return 1
+		fi
+		echo "installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q && apt-get install -y -q "${missing[@]}" || return 1
+	else
+		echo "kcat, zookeeper, python3-kafka and node are installed"
 	fi
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "missing ${missing[*]} and not root: install them (apt-get install -y ${missing[*]}); tests needing them skip" >&2
-		return 0
-	fi
-	echo "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q && apt-get install -y -q "${missing[@]}"
+	# kafkajs 2.2.4 for the JavaScript group tests, from the lock file.
+	(cd integration/js && npm ci --no-audit --no-fund)
 }
 
 check_gofmt() {
@@ -72,11 +78,17 @@ unit_tests() {
 	local pkgs
 	pkgs=$(go list ./... | grep -v '/integration$') || return 1
 	# shellcheck disable=SC2086
-	go test -race -count=1 -timeout 15m $pkgs
+	KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 15m $pkgs
 }
 
 integration_tests() {
-	go test -race -count=1 -timeout 15m ./integration/...
+	# ZooKeeper-backed tests must run here, never skip.
+	KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 15m ./integration/...
+}
+
+# franz-go's own pkg/kgo integration suite against a fresh kbroker.
+kgo_suite() {
+	KGO_TIMEOUT=8m scripts/kgo-suite.sh
 }
 
 fuzz() {
@@ -101,6 +113,7 @@ step "gofmt" check_gofmt
 step "go vet" go vet ./...
 step "unit tests (-race)" unit_tests
 step "integration tests (-race)" integration_tests
+step "franz-go kgo suite" kgo_suite
 step "fuzz FuzzParseRequest" fuzz
 
 echo

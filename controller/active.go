@@ -114,14 +114,27 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		if errors.Is(err, zk.ErrTopicNotFound) || errors.Is(err, zk.ErrNoNode) {
 			continue // deleted meanwhile
 		}
-		if err != nil {
-			return nil, err
+		var states map[int32]zk.PartitionState
+		var configs map[string]string
+		if err == nil {
+			states, err = store.PartitionStates(ctx, name)
 		}
-		states, err := store.PartitionStates(ctx, name)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			configs, err = store.TopicConfig(ctx, name)
 		}
-		configs, err := store.TopicConfig(ctx, name)
+		if errors.Is(err, zk.ErrMalformed) {
+			// A damaged or hand-edited znode must not fail the takeover:
+			// every broker in turn would win, fail and resign (an election
+			// storm with no controller). Keep the topic as this broker last
+			// saw it, so no broker drops its data, and name the znode.
+			if known := a.c.view.Load().Topics[name]; known != nil {
+				a.c.logger.Error("malformed topic znode; serving the topic as last known until it is fixed", "topic", name, "err", err)
+				md.Topics[name] = (&Metadata{Topics: map[string]*Topic{name: known}}).clone().Topics[name]
+			} else {
+				a.c.logger.Error("malformed topic znode; ignoring the topic until it is fixed", "topic", name, "err", err)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,568 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Cluster harness: a ZooKeeper with a short tick (so sessions can be short)
+// and N kbroker processes registered in it, plus the probes the cluster
+// tests share: a Metadata request sent to one chosen broker, the cluster
+// view it describes, and znode reads with go-zookeeper.
+
+const (
+	// clusterZKTick is the ZooKeeper tickTime. Sessions may be as short
+	// as 2 ticks; StartZooKeeper's server runs the default 3 s tick, which
+	// would stretch every session to at least 6 s.
+	clusterZKTick = 500 * time.Millisecond
+	// clusterSession is the brokers' zookeeper.session.timeout.ms.
+	clusterSession = 2 * time.Second
+	// clusterSessionSlack is how late after clusterSession a session may
+	// be declared expired: ZooKeeper checks expiries once per tick, and a
+	// loaded 2-core machine adds scheduling delay.
+	clusterSessionSlack = 2 * time.Second
+	// clusterSettle bounds how long a cluster may take to reach a state
+	// that needs no session expiry (a broker joining, a topic spreading).
+	clusterSettle = 20 * time.Second
+)
+
+// clusterZK is a standalone ZooKeeper with tickTime clusterZKTick whose
+// port and data survive Stop and Restart.
+type clusterZK struct {
+	t       testing.TB
+	port    int
+	dir     string
+	cfgPath string
+	logPath string
+
+	mu   sync.Mutex // guards proc
+	proc *process
+}
+
+func startClusterZK(t testing.TB) *clusterZK {
+	t.Helper()
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("java not installed (scripts/test.sh installs zookeeper, which brings it)")
+	}
+	if !fileExists(zookeeperJar) {
+		t.Skip(zookeeperJar + " not installed (scripts/test.sh installs zookeeper)")
+	}
+	z := &clusterZK{t: t, dir: t.TempDir()}
+	z.logPath = filepath.Join(t.TempDir(), "zookeeper.log")
+	t.Cleanup(func() {
+		z.current().kill(stopTimeout)
+		if t.Failed() {
+			dumpLog(t, "zookeeper "+z.Addr(), z.logPath)
+		}
+	})
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		z.port = freePort(t)
+		if err := z.writeConfig(); err != nil {
+			t.Fatal(err)
+		}
+		if lastErr = z.start(); lastErr == nil {
+			return z
+		}
+		if z.current().alive() {
+			break
+		}
+	}
+	t.Fatalf("starting zookeeper: %v", lastErr)
+	return nil
+}
+
+func (z *clusterZK) Addr() string { return "127.0.0.1:" + strconv.Itoa(z.port) }
+
+func (z *clusterZK) current() *process {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.proc
+}
+
+func (z *clusterZK) writeConfig() error {
+	data := filepath.Join(z.dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	cfg := strings.Join([]string{
+		"tickTime=" + strconv.Itoa(int(clusterZKTick/time.Millisecond)),
+		"dataDir=" + data,
+		"clientPort=" + strconv.Itoa(z.port),
+		"clientPortAddress=127.0.0.1",
+		"maxClientCnxns=0",
+		"admin.enableServer=false",
+		"4lw.commands.whitelist=ruok,srvr,stat",
+		// No fsync: a killed process loses nothing the OS has; only a
+		// power loss would.
+		"forceSync=no",
+		"",
+	}, "\n")
+	z.cfgPath = filepath.Join(z.dir, "zoo.cfg")
+	return os.WriteFile(z.cfgPath, []byte(cfg), 0o644)
+}
+
+// start runs the server and waits until it serves sessions.
+func (z *clusterZK) start() error {
+	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-cp", zookeeperJar, "org.apache.zookeeper.server.ZooKeeperServerMain", z.cfgPath}
+	p, err := spawn("java", args, z.dir, z.logPath)
+	if err != nil {
+		return err
+	}
+	z.mu.Lock()
+	z.proc = p
+	z.mu.Unlock()
+	deadline := time.Now().Add(zookeeperTimeout)
+	for {
+		if !p.alive() {
+			return fmt.Errorf("zookeeper exited during startup (%v); see %s", p.state, z.logPath)
+		}
+		out, err := fourLetter(z.Addr(), "srvr", time.Second)
+		if err == nil && strings.Contains(out, "Mode: ") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zookeeper on %s not ready after %v: %q %v", z.Addr(), zookeeperTimeout, out, err)
+		}
+		select {
+		case <-p.done:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits for the JVM to exit.
+func (z *clusterZK) Stop() {
+	z.t.Helper()
+	p := z.current()
+	if !p.alive() {
+		z.t.Fatal("zookeeper Stop: not running")
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		p.kill(stopTimeout)
+		z.t.Fatalf("zookeeper did not exit within %v of SIGTERM", stopTimeout)
+	}
+}
+
+// Restart stops a running server and starts it again on the same port and
+// data directory.
+func (z *clusterZK) Restart() {
+	z.t.Helper()
+	if z.current().alive() {
+		z.Stop()
+	}
+	if err := z.start(); err != nil {
+		z.t.Fatalf("zookeeper Restart: %v", err)
+	}
+}
+
+// testCluster is a ZooKeeper and brokers 1..n registered in it.
+type testCluster struct {
+	zk      *clusterZK
+	chroot  string
+	brokers []*Broker // brokers[i] has broker.id i+1
+
+	mu     sync.Mutex // guards probes and zkc
+	probes map[string]*kgo.Client
+	zkc    *zk.Conn
+}
+
+// startCluster starts a ZooKeeper and n brokers (ids 1..n, session timeout
+// clusterSession, plus overrides), and waits until every broker lists all
+// of them and the same controller.
+func startCluster(t *testing.T, n int, chroot string, overrides ...string) *testCluster {
+	t.Helper()
+	start := time.Now()
+	c := &testCluster{zk: startClusterZK(t), chroot: chroot, probes: map[string]*kgo.Client{}}
+	t.Cleanup(c.closeProbes)
+	for id := 1; id <= n; id++ {
+		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, overrides...)...))
+	}
+	c.waitAgreed(t, clusterSettle, func(v clusterView) error {
+		if len(v.brokers) != n {
+			return fmt.Errorf("%d brokers listed, want %d", len(v.brokers), n)
+		}
+		return nil
+	})
+	t.Logf("cluster of %d brokers (zookeeper %s%s) ready in %v", n, c.zk.Addr(), chroot, time.Since(start).Round(time.Millisecond))
+	return c
+}
+
+// connect is the brokers' zookeeper.connect.
+func (c *testCluster) connect() string { return c.zk.Addr() + c.chroot }
+
+func (c *testCluster) brokerOverrides(id int, extra ...string) []string {
+	return append([]string{
+		"broker.id=" + strconv.Itoa(id),
+		"zookeeper.connect=" + c.connect(),
+		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(clusterSession/time.Millisecond)),
+	}, extra...)
+}
+
+// broker returns the broker with the given id.
+func (c *testCluster) broker(id int32) *Broker { return c.brokers[id-1] }
+
+// running lists the ids of the brokers whose process is alive.
+func (c *testCluster) running() []int32 {
+	var ids []int32
+	for i, b := range c.brokers {
+		if b.Running() {
+			ids = append(ids, int32(i+1))
+		}
+	}
+	return ids
+}
+
+func (c *testCluster) closeProbes() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.probes {
+		cl.Close()
+	}
+	c.probes = map[string]*kgo.Client{}
+	if c.zkc != nil {
+		c.zkc.Close()
+		c.zkc = nil
+	}
+}
+
+// probe returns a client whose seed broker is addr, for requests that must
+// go to that broker and no other.
+func (c *testCluster) probe(addr string) (*kgo.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.probes[addr]; cl != nil {
+		return cl, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		return nil, err
+	}
+	c.probes[addr] = cl
+	return cl, nil
+}
+
+// metadataFrom sends an all-topics Metadata request to broker id itself.
+func (c *testCluster) metadataFrom(id int32, timeout time.Duration) (*kmsg.MetadataResponse, error) {
+	cl, err := c.probe(c.broker(id).Addr())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("metadata from broker %d: %w", id, err)
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+// clusterView is what one broker's Metadata says about the cluster.
+type clusterView struct {
+	from       int32
+	brokers    []string // "id@host:port", sorted
+	controller int32
+	leaders    map[string][]int32 // topic -> leader per partition
+}
+
+func viewOf(from int32, m *kmsg.MetadataResponse) clusterView {
+	v := clusterView{from: from, controller: m.ControllerID, leaders: map[string][]int32{}}
+	for _, b := range m.Brokers {
+		v.brokers = append(v.brokers, fmt.Sprintf("%d@%s:%d", b.NodeID, b.Host, b.Port))
+	}
+	sort.Strings(v.brokers)
+	for _, t := range m.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		ls := make([]int32, len(t.Partitions))
+		for _, p := range t.Partitions {
+			if int(p.Partition) < len(ls) {
+				ls[p.Partition] = p.Leader
+			}
+		}
+		v.leaders[*t.Topic] = ls
+	}
+	return v
+}
+
+// key is the view's canonical text: equal keys, equal views.
+func (v clusterView) key() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "brokers=%v controller=%d", v.brokers, v.controller)
+	names := make([]string, 0, len(v.leaders))
+	for n := range v.leaders {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&sb, " %s=%v", n, v.leaders[n])
+	}
+	return sb.String()
+}
+
+func (v clusterView) hasBroker(id int32) bool {
+	prefix := strconv.Itoa(int(id)) + "@"
+	return slices.ContainsFunc(v.brokers, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+// leadCounts counts a topic's partitions per leader.
+func (v clusterView) leadCounts(topic string) map[int32]int {
+	out := map[int32]int{}
+	for _, l := range v.leaders[topic] {
+		out[l]++
+	}
+	return out
+}
+
+// views asks every running broker for its view.
+func (c *testCluster) views(timeout time.Duration) ([]clusterView, error) {
+	var out []clusterView
+	for _, id := range c.running() {
+		m, err := c.metadataFrom(id, timeout)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, viewOf(id, m))
+	}
+	return out, nil
+}
+
+// agreed returns the running brokers' common view, or an error naming a
+// disagreement.
+func (c *testCluster) agreed(timeout time.Duration) (clusterView, error) {
+	vs, err := c.views(timeout)
+	if err != nil {
+		return clusterView{}, err
+	}
+	if len(vs) == 0 {
+		return clusterView{}, errors.New("no broker running")
+	}
+	for _, v := range vs[1:] {
+		if v.key() != vs[0].key() {
+			return clusterView{}, fmt.Errorf("broker %d sees %s\nbroker %d sees %s", vs[0].from, vs[0].key(), v.from, v.key())
+		}
+	}
+	return vs[0], nil
+}
+
+// waitAgreed polls until the running brokers agree on a view with a live
+// controller, every running broker listed, and that passes check.
+func (c *testCluster) waitAgreed(t testing.TB, within time.Duration, check func(clusterView) error) clusterView {
+	t.Helper()
+	var got clusterView
+	checkFor(t, within, 25*time.Millisecond, func() error {
+		v, err := c.agreed(time.Second)
+		if err != nil {
+			return err
+		}
+		if err := c.sane(v); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(v); err != nil {
+				return fmt.Errorf("%w (view: %s)", err, v.key())
+			}
+		}
+		got = v
+		return nil
+	})
+	return got
+}
+
+// sane checks that v has a controller that is listed and lists every
+// running broker.
+func (c *testCluster) sane(v clusterView) error {
+	if v.controller < 0 || !v.hasBroker(v.controller) {
+		return fmt.Errorf("controller %d is not a listed broker (view: %s)", v.controller, v.key())
+	}
+	for _, id := range c.running() {
+		if !v.hasBroker(id) {
+			return fmt.Errorf("running broker %d is not listed (view: %s)", id, v.key())
+		}
+	}
+	return nil
+}
+
+// zk returns a go-zookeeper connection to the cluster's ZooKeeper.
+func (c *testCluster) zkConn(t testing.TB) *zk.Conn {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.zkc == nil {
+		conn, _, err := zk.Connect([]string{c.zk.Addr()}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZKLogger{}))
+		if err != nil {
+			t.Fatalf("zk.Connect: %v", err)
+		}
+		c.zkc = conn
+	}
+	return c.zkc
+}
+
+type quietZKLogger struct{}
+
+func (quietZKLogger) Printf(string, ...any) {}
+
+// zkPath is p (a path as Kafka names it) under the cluster's chroot.
+func (c *testCluster) zkPath(p string) string { return c.chroot + p }
+
+// zkGet reads a znode; go-zookeeper retries while it reconnects.
+func (c *testCluster) zkGet(t testing.TB, p string) ([]byte, *zk.Stat, error) {
+	return c.zkConn(t).Get(c.zkPath(p))
+}
+
+func (c *testCluster) zkExists(t testing.TB, p string) (bool, error) {
+	ok, _, err := c.zkConn(t).Exists(c.zkPath(p))
+	return ok, err
+}
+
+// controllerEpoch reads /controller_epoch.
+func (c *testCluster) controllerEpoch(t testing.TB) int32 {
+	t.Helper()
+	data, _, err := c.zkGet(t, "/controller_epoch")
+	if err != nil {
+		t.Fatalf("reading /controller_epoch: %v", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 32)
+	if err != nil {
+		t.Fatalf("/controller_epoch holds %q: %v", data, err)
+	}
+	return int32(n)
+}
+
+// createTopic creates a topic with replication factor 1 through broker id
+// (franz-go sends it to the controller) and returns when the response came.
+func (c *testCluster) createTopic(t testing.TB, via int32, topic string, partitions int32, configs map[string]*string) time.Time {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	resp, err := c.broker(via).Admin(t).CreateTopic(ctx, partitions, 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s through broker %d: %v", topic, via, err)
+	}
+	return time.Now()
+}
+
+// allLed is a waitAgreed check: topic has partitions partitions, all led.
+func allLed(topic string, partitions int) func(clusterView) error {
+	return func(v clusterView) error {
+		ls, ok := v.leaders[topic]
+		if !ok {
+			return fmt.Errorf("topic %s not listed", topic)
+		}
+		if len(ls) != partitions {
+			return fmt.Errorf("topic %s has %d partitions, want %d", topic, len(ls), partitions)
+		}
+		for p, l := range ls {
+			if l < 0 {
+				return fmt.Errorf("%s-%d has no leader", topic, p)
+			}
+		}
+		return nil
+	}
+}
+
+// logContains reports whether a broker's output holds s.
+func logContains(b *Broker, s string) bool {
+	data, err := os.ReadFile(b.LogPath())
+	return err == nil && strings.Contains(string(data), s)
+}
+
+// adminAt is a kadm client seeded with the given brokers.
+func adminAt(t *testing.T, addrs ...string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatalf("kgo.NewClient: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// produceToPartitions produces n records to each of partitions of topic through the
+// brokers at addrs (manual partitioning) and returns them with the
+// acknowledged offsets.
+func produceToPartitions(t *testing.T, topic string, partitions []int32, n int, prefix string, addrs ...string) []rec {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatalf("kgo.NewClient: %v", err)
+	}
+	defer cl.Close()
+	ctx := testContext(t, 60*time.Second)
+	rs := makeRecords(prefix, n*len(partitions))
+	for i := range rs {
+		rs[i].Partition = partitions[i%len(partitions)]
+	}
+	var mu sync.Mutex
+	var firstErr error
+	for i := range rs {
+		kr := toKgo(rs[i], topic)
+		kr.Partition = rs[i].Partition
+		cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("record %d to partition %d: %w", i, r.Partition, err)
+				}
+				return
+			}
+			rs[i].Offset = r.Offset
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flushing produces to %s: %v", topic, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if firstErr != nil {
+		t.Fatalf("producing to %s: %v", topic, firstErr)
+	}
+	return rs
+}
+
+// consumeAndCompare reads every partition of topic from 0 to its end offset
+// through addr and compares with produced (which must be all the topic
+// holds).
+func consumeAndCompare(t *testing.T, addr, topic string, produced []rec) {
+	t.Helper()
+	adm := adminAt(t, addr)
+	ends := endOffsets(t, adm, topic)
+	counts := map[int32]int64{}
+	for _, r := range produced {
+		counts[r.Partition]++
+	}
+	for p, n := range counts {
+		if ends[p] != n {
+			t.Errorf("%s partition %d: end offset %d, want %d (records acknowledged there)", topic, p, ends[p], n)
+		}
+	}
+	consumed := consumeKgo(t, addr, topic, nil, ends, 60*time.Second)
+	compareRecords(t, produced, consumed, compareOpts{checkProducedOffsets: true})
+}

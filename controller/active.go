@@ -345,13 +345,16 @@ func (a *active) onBrokersChanged() {
 	}
 }
 
-func (a *active) brokerIDsLocked() []int32 {
-	ids := make([]int32, 0, len(a.md.Brokers))
+// liveBrokersLocked lists the brokers new replicas may go to: live and not
+// shutting down.
+func (a *active) liveBrokersLocked() []BrokerInfo {
+	out := make([]BrokerInfo, 0, len(a.md.Brokers))
 	for _, b := range a.md.Brokers {
-		ids = append(ids, b.ID)
+		if !a.shuttingDown[b.ID] {
+			out = append(out, b)
+		}
 	}
-	slices.Sort(ids)
-	return ids
+	return out
 }
 
 func (a *active) createTopic(req CreateTopicRequest, validateOnly bool) (*Topic, error) {
@@ -360,7 +363,7 @@ func (a *active) createTopic(req CreateTopicRequest, validateOnly bool) (*Topic,
 	if _, exists := a.md.Topics[req.Name]; exists {
 		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, req.Name)
 	}
-	assignment, err := assignmentFor(a.brokerIDsLocked(), req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
+	assignment, err := assignmentFor(a.liveBrokersLocked(), req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +446,7 @@ func (a *active) createPartitions(name string, total int32, assignment [][]int32
 	if len(assignment) > 0 && int32(len(assignment)) != total-have {
 		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), total-have)
 	}
-	added, err := assignmentFor(a.brokerIDsLocked(), assignment, total-have, int16(len(t.Partitions[0].Replicas)), have)
+	added, err := assignmentFor(a.liveBrokersLocked(), assignment, total-have, int16(len(t.Partitions[0].Replicas)), have)
 	if err != nil || validateOnly {
 		return err
 	}

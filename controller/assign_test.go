@@ -32,3 +32,31 @@ func TestAssignReplicasSpreadsLeaders(t *testing.T) {
 		}
 	}
 }
+
+// Kafka's AdminRackAwareTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers.
+func TestRackAlternatedBrokers(t *testing.T) {
+	racks := map[int32]string{0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+	if got := rackAlternatedBrokers(racks); !slices.Equal(got, []int32{0, 3, 1, 5, 4, 2}) {
+		t.Fatalf("alternated %v", got)
+	}
+	got := assignReplicasRackAware(racks, 7, 3, 0, 0, 0)
+	want := [][]int32{{0, 3, 1}, {3, 1, 5}, {1, 5, 4}, {5, 4, 2}, {4, 2, 0}, {2, 0, 3}, {0, 4, 2}}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("partition %d: got %v want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestRackAwareSpreadsRacks(t *testing.T) {
+	racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+	for i, r := range assignReplicasRackAware(racks, 12, 3, 0, 2, 1) {
+		seen := map[string]bool{}
+		for _, b := range r {
+			seen[racks[b]] = true
+		}
+		if len(seen) != 3 {
+			t.Fatalf("partition %d replicas %v share a rack", i, r)
+		}
+	}
+}

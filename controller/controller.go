@@ -106,11 +106,7 @@ func (c *Controller) CreateTopic(req CreateTopicRequest, validateOnly bool) (*To
 	if _, exists := cur.Topics[req.Name]; exists {
 		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, req.Name)
 	}
-	brokers := make([]int32, 0, len(cur.Brokers))
-	for _, b := range cur.Brokers {
-		brokers = append(brokers, b.ID)
-	}
-	assignment, err := assignmentFor(brokers, req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
+	assignment, err := assignmentFor(cur.Brokers, req.Assignment, req.NumPartitions, req.ReplicationFactor, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +128,17 @@ func (c *Controller) CreateTopic(req CreateTopicRequest, validateOnly bool) (*To
 	return t, nil
 }
 
-// assignmentFor checks an explicit assignment or makes one.
-func assignmentFor(brokers []int32, explicit [][]int32, numPartitions int32, rf int16, firstPartition int32) ([][]int32, error) {
+// assignmentFor checks an explicit assignment or makes one over the live
+// brokers: rack-aware when every broker has a broker.rack, as Kafka.
+func assignmentFor(live []BrokerInfo, explicit [][]int32, numPartitions int32, rf int16, firstPartition int32) ([][]int32, error) {
+	brokers := make([]int32, 0, len(live))
+	racks := make(map[int32]string, len(live))
+	for _, b := range live {
+		brokers = append(brokers, b.ID)
+		if b.Rack != "" {
+			racks[b.ID] = b.Rack
+		}
+	}
 	if len(explicit) > 0 {
 		for i, replicas := range explicit {
 			if len(replicas) == 0 {
@@ -156,7 +161,11 @@ func assignmentFor(brokers []int32, explicit [][]int32, numPartitions int32, rf 
 		return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
 	}
 	slices.Sort(brokers)
-	return assignReplicas(brokers, numPartitions, rf, firstPartition, rand.IntN(len(brokers)), rand.IntN(len(brokers))), nil
+	start, shift := rand.IntN(len(brokers)), rand.IntN(len(brokers))
+	if len(racks) == len(brokers) {
+		return assignReplicasRackAware(racks, numPartitions, rf, firstPartition, start, shift), nil
+	}
+	return assignReplicas(brokers, numPartitions, rf, firstPartition, start, shift), nil
 }
 
 // DeleteTopic removes a topic; brokers delete its logs.
@@ -192,12 +201,8 @@ func (c *Controller) CreatePartitions(name string, total int32, assignment [][]i
 	if len(assignment) > 0 && int32(len(assignment)) != total-have {
 		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), total-have)
 	}
-	brokers := make([]int32, 0, len(cur.Brokers))
-	for _, b := range cur.Brokers {
-		brokers = append(brokers, b.ID)
-	}
 	rf := int16(len(t.Partitions[0].Replicas))
-	added, err := assignmentFor(brokers, assignment, total-have, rf, have)
+	added, err := assignmentFor(cur.Brokers, assignment, total-have, rf, have)
 	if err != nil {
 		return err
 	}

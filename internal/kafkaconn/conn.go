@@ -75,7 +75,8 @@ func (c *Conn) requestLocked(ctx context.Context, req kmsg.Request) (kmsg.Respon
 	}
 	// Closing the connection when ctx ends unblocks a pending read or
 	// write before the deadline.
-	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	nc := c.nc // closeLocked may clear c.nc before the callback runs
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
 	c.corr++

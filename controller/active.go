@@ -622,9 +622,12 @@ func (a *active) alterISR(leader int32, topic string, partition, leaderEpoch, pa
 	case !slices.Contains(isr, leader):
 		return cur, fmt.Errorf("%w: the new ISR of %s leaves out its leader", kerr.InvalidRequest, tp)
 	}
+	// A broker in controlled shutdown is not eligible either (KIP-841):
+	// its followers still fetch until it exits, and leaders must not
+	// take it back into the ISR the shutdown just took it out of.
 	live := map[int32]bool{}
 	for _, b := range a.md.Brokers {
-		live[b.ID] = true
+		live[b.ID] = !a.shuttingDown[b.ID]
 	}
 	for _, id := range isr {
 		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !live[id]) {

@@ -239,13 +239,16 @@ func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) erro
 			p.mu.Unlock()
 			return kerr.NotLeaderForPartition
 		}
-		if p.highWatermark > offset {
-			p.mu.Unlock()
-			return nil
-		}
+		// As Kafka's checkEnoughReplicasReachOffset, the high watermark
+		// counts only with min.insync.replicas in sync: an ISR shrunk to
+		// the leader alone moves it to the leader's log end at once.
 		if int32(len(p.isr)) < p.cfg.MinInsyncReplicas {
 			p.mu.Unlock()
 			return kerr.NotEnoughReplicasAfterAppend
+		}
+		if p.highWatermark > offset {
+			p.mu.Unlock()
+			return nil
 		}
 		ch := p.changed
 		p.mu.Unlock()

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kbroker/kbroker/internal/zktest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,10 +26,6 @@ import (
 // view it describes, and znode reads with go-zookeeper.
 
 const (
-	// clusterZKTick is the ZooKeeper tickTime. Sessions may be as short
-	// as 2 ticks; StartZooKeeper's server runs the default 3 s tick, which
-	// would stretch every session to at least 6 s.
-	clusterZKTick = 500 * time.Millisecond
 	// clusterSession is the brokers' zookeeper.session.timeout.ms.
 	clusterSession = 2 * time.Second
 	// clusterSessionSlack is how late after clusterSession a session may
@@ -43,143 +37,9 @@ const (
 	clusterSettle = 20 * time.Second
 )
 
-// clusterZK is a standalone ZooKeeper with tickTime clusterZKTick whose
-// port and data survive Stop and Restart.
-type clusterZK struct {
-	t       testing.TB
-	port    int
-	dir     string
-	cfgPath string
-	logPath string
-
-	mu   sync.Mutex // guards proc
-	proc *process
-}
-
-func startClusterZK(t testing.TB) *clusterZK {
-	t.Helper()
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("java not installed (scripts/test.sh installs zookeeper, which brings it)")
-	}
-	if !fileExists(zookeeperJar) {
-		t.Skip(zookeeperJar + " not installed (scripts/test.sh installs zookeeper)")
-	}
-	z := &clusterZK{t: t, dir: t.TempDir()}
-	z.logPath = filepath.Join(t.TempDir(), "zookeeper.log")
-	t.Cleanup(func() {
-		z.current().kill(stopTimeout)
-		if t.Failed() {
-			dumpLog(t, "zookeeper "+z.Addr(), z.logPath)
-		}
-	})
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		z.port = freePort(t)
-		if err := z.writeConfig(); err != nil {
-			t.Fatal(err)
-		}
-		if lastErr = z.start(); lastErr == nil {
-			return z
-		}
-		if z.current().alive() {
-			break
-		}
-	}
-	t.Fatalf("starting zookeeper: %v", lastErr)
-	return nil
-}
-
-func (z *clusterZK) Addr() string { return "127.0.0.1:" + strconv.Itoa(z.port) }
-
-func (z *clusterZK) current() *process {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	return z.proc
-}
-
-func (z *clusterZK) writeConfig() error {
-	data := filepath.Join(z.dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return err
-	}
-	cfg := strings.Join([]string{
-		"tickTime=" + strconv.Itoa(int(clusterZKTick/time.Millisecond)),
-		"dataDir=" + data,
-		"clientPort=" + strconv.Itoa(z.port),
-		"clientPortAddress=127.0.0.1",
-		"maxClientCnxns=0",
-		"admin.enableServer=false",
-		"4lw.commands.whitelist=ruok,srvr,stat",
-		// No fsync: a killed process loses nothing the OS has; only a
-		// power loss would.
-		"forceSync=no",
-		"",
-	}, "\n")
-	z.cfgPath = filepath.Join(z.dir, "zoo.cfg")
-	return os.WriteFile(z.cfgPath, []byte(cfg), 0o644)
-}
-
-// start runs the server and waits until it serves sessions.
-func (z *clusterZK) start() error {
-	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-cp", zookeeperJar, "org.apache.zookeeper.server.ZooKeeperServerMain", z.cfgPath}
-	p, err := spawn("java", args, z.dir, z.logPath)
-	if err != nil {
-		return err
-	}
-	z.mu.Lock()
-	z.proc = p
-	z.mu.Unlock()
-	deadline := time.Now().Add(zookeeperTimeout)
-	for {
-		if !p.alive() {
-			return fmt.Errorf("zookeeper exited during startup (%v); see %s", p.state, z.logPath)
-		}
-		out, err := fourLetter(z.Addr(), "srvr", time.Second)
-		if err == nil && strings.Contains(out, "Mode: ") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("zookeeper on %s not ready after %v: %q %v", z.Addr(), zookeeperTimeout, out, err)
-		}
-		select {
-		case <-p.done:
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Stop sends SIGTERM and waits for the JVM to exit.
-func (z *clusterZK) Stop() {
-	z.t.Helper()
-	p := z.current()
-	if !p.alive() {
-		z.t.Fatal("zookeeper Stop: not running")
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		p.kill(stopTimeout)
-		z.t.Fatalf("zookeeper did not exit within %v of SIGTERM", stopTimeout)
-	}
-}
-
-// Restart stops a running server and starts it again on the same port and
-// data directory.
-func (z *clusterZK) Restart() {
-	z.t.Helper()
-	if z.current().alive() {
-		z.Stop()
-	}
-	if err := z.start(); err != nil {
-		z.t.Fatalf("zookeeper Restart: %v", err)
-	}
-}
-
 // testCluster is a ZooKeeper and brokers 1..n registered in it.
 type testCluster struct {
-	zk      *clusterZK
+	zk      *zktest.Server
 	chroot  string
 	brokers []*Broker // brokers[i] has broker.id i+1
 
@@ -194,7 +54,7 @@ type testCluster struct {
 func startCluster(t *testing.T, n int, chroot string, overrides ...string) *testCluster {
 	t.Helper()
 	start := time.Now()
-	c := &testCluster{zk: startClusterZK(t), chroot: chroot, probes: map[string]*kgo.Client{}}
+	c := &testCluster{zk: zktest.Start(t), chroot: chroot, probes: map[string]*kgo.Client{}}
 	t.Cleanup(c.closeProbes)
 	for id := 1; id <= n; id++ {
 		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, overrides...)...))

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kbroker/kbroker/internal/zktest"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -35,93 +33,6 @@ import (
 // Names start with repl so they never clash with the other cluster
 // helpers of this package.
 
-// replZKTick is the ZooKeeper tickTime: sessions may be as short as two
-// ticks (StartZooKeeper's server runs the default 3 s tick, which would
-// stretch every session to at least 6 s).
-const replZKTick = 500 * time.Millisecond
-
-// replZK is a standalone ZooKeeper with tickTime replZKTick.
-type replZK struct {
-	port    int
-	dir     string
-	logPath string
-	proc    *process
-}
-
-func startReplZK(t testing.TB) *replZK {
-	t.Helper()
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("java not installed (scripts/test.sh installs zookeeper, which brings it)")
-	}
-	if !fileExists(zookeeperJar) {
-		t.Skip(zookeeperJar + " not installed (scripts/test.sh installs zookeeper)")
-	}
-	z := &replZK{dir: t.TempDir()}
-	z.logPath = filepath.Join(z.dir, "zookeeper.log")
-	t.Cleanup(func() {
-		z.proc.kill(stopTimeout)
-		if t.Failed() {
-			dumpLog(t, "zookeeper", z.logPath)
-		}
-	})
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		z.port = freePort(t)
-		if lastErr = z.start(); lastErr == nil {
-			return z
-		}
-		if z.proc.alive() {
-			break
-		}
-	}
-	t.Fatalf("starting zookeeper: %v", lastErr)
-	return nil
-}
-
-func (z *replZK) Addr() string { return "127.0.0.1:" + strconv.Itoa(z.port) }
-
-func (z *replZK) start() error {
-	data := filepath.Join(z.dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return err
-	}
-	cfg := strings.Join([]string{
-		"tickTime=" + strconv.Itoa(int(replZKTick/time.Millisecond)),
-		"dataDir=" + data,
-		"clientPort=" + strconv.Itoa(z.port),
-		"clientPortAddress=127.0.0.1",
-		"maxClientCnxns=0",
-		"admin.enableServer=false",
-		"4lw.commands.whitelist=ruok,srvr,stat",
-		"forceSync=no",
-		"",
-	}, "\n")
-	cfgPath := filepath.Join(z.dir, "zoo.cfg")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	p, err := spawn("java", []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-cp", zookeeperJar, "org.apache.zookeeper.server.ZooKeeperServerMain", cfgPath}, z.dir, z.logPath)
-	if err != nil {
-		return err
-	}
-	z.proc = p
-	deadline := time.Now().Add(zookeeperTimeout)
-	for {
-		if !p.alive() {
-			return fmt.Errorf("zookeeper exited during startup (%v); see %s", p.state, z.logPath)
-		}
-		out, err := fourLetter(z.Addr(), "srvr", time.Second)
-		if err == nil && strings.Contains(out, "Mode: ") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("zookeeper on %s not ready after %v: %q %v", z.Addr(), zookeeperTimeout, out, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // replOpts configures a replication test cluster.
 type replOpts struct {
 	brokers int
@@ -135,7 +46,7 @@ type replOpts struct {
 type replCluster struct {
 	t       *testing.T
 	opts    replOpts
-	zk      *replZK
+	zk      *zktest.Server
 	brokers []*Broker // brokers[i] has broker.id i+1
 	metrics []string  // metrics[i] is broker i+1's kbroker.metrics.address
 
@@ -148,7 +59,7 @@ type replCluster struct {
 func startReplCluster(t *testing.T, o replOpts) *replCluster {
 	t.Helper()
 	start := time.Now()
-	c := &replCluster{t: t, opts: o, zk: startReplZK(t), probes: map[string]*kgo.Client{}}
+	c := &replCluster{t: t, opts: o, zk: zktest.Start(t), probes: map[string]*kgo.Client{}}
 	t.Cleanup(c.close)
 	for id := 1; id <= o.brokers; id++ {
 		c.metrics = append(c.metrics, "127.0.0.1:"+strconv.Itoa(freePort(t)))

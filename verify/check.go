@@ -1,0 +1,410 @@
+package verify
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Anomaly names, as in Jepsen's Kafka workload where one exists.
+const (
+	LostWrite           = "lost-write"           // an acknowledged record missing from the final read
+	InconsistentOffsets = "inconsistent-offsets" // one offset, two values
+	Duplicate           = "duplicate"            // one value at two offsets
+	NonmonotonicSend    = "nonmonotonic-send"    // a producer's later send acknowledged at a lower offset
+	NonmonotonicPoll    = "nonmonotonic-poll"    // a consumer's offsets went backwards (or repeated) within one assignment
+	PollSkip            = "poll-skip"            // a consumer jumped over records that exist
+	AbortedRead         = "aborted-read"         // a definitely failed send shows up
+	UnseenAfterHealing  = "unseen-after-healing" // an acknowledged record no consumer saw by the end
+	DirtyRead           = "dirty-read"           // a consumer saw a record the final read does not hold (read past the HW)
+	FinalReadMissing    = "final-read-incomplete"
+	LeaderEpochBack     = "leader-epoch-regression"
+	ControllerEpochBack = "controller-epoch-regression"
+	EmptyISR            = "empty-isr"
+	ReplicaDivergence   = "replica-divergence"
+)
+
+// AllAnomalies lists every anomaly the checker can report, in report order.
+var AllAnomalies = []string{
+	LostWrite, InconsistentOffsets, Duplicate, NonmonotonicSend, NonmonotonicPoll, PollSkip,
+	AbortedRead, UnseenAfterHealing, DirtyRead, FinalReadMissing, LeaderEpochBack,
+	ControllerEpochBack, EmptyISR, ReplicaDivergence,
+}
+
+// Anomaly is one finding, with enough of the history to find it again.
+type Anomaly struct {
+	Name      string `json:"name"`
+	Partition int32  `json:"p"`
+	Offset    int64  `json:"o"`
+	Value     string `json:"v,omitempty"`
+	Proc      string `json:"proc,omitempty"`
+	Detail    string `json:"detail"`
+}
+
+func (a Anomaly) String() string {
+	return fmt.Sprintf("%s p%d o%d %s %s: %s", a.Name, a.Partition, a.Offset, a.Proc, a.Value, a.Detail)
+}
+
+// Result is what Check found.
+type Result struct {
+	Anomalies []Anomaly
+	// ByName counts anomalies per name.
+	ByName map[string]int
+	// Sends counts sends per outcome; Reads counts consumer records seen
+	// and Final the records of the final read.
+	Sends       map[Outcome]int
+	Reads       int
+	Final       int
+	SendsByProc map[string]map[Outcome]int
+	// Unavailable is the longest stretch between the workload's start, its
+	// successful acks=all writes and its end; UnavailableFrom is when
+	// (microseconds since the run started) it began.
+	Unavailable     time.Duration
+	UnavailableFrom int64
+}
+
+// Valid reports whether no anomaly was found.
+func (r Result) Valid() bool { return len(r.Anomalies) == 0 }
+
+// Has reports whether an anomaly of this name was found.
+func (r Result) Has(name string) bool { return r.ByName[name] > 0 }
+
+// maxPerName bounds how many anomalies of one name a result keeps in full
+// (the count stays exact).
+const maxPerName = 50
+
+type checker struct {
+	res Result
+}
+
+func (c *checker) flag(a Anomaly) {
+	c.res.ByName[a.Name]++
+	if c.res.ByName[a.Name] <= maxPerName {
+		c.res.Anomalies = append(c.res.Anomalies, a)
+	}
+}
+
+type pv struct {
+	p int32
+	v string
+}
+
+type po struct {
+	p int32
+	o int64
+}
+
+// Check analyses a history. Events must be in recording order (the order
+// a Recorder keeps them in).
+func Check(events []Event) Result {
+	c := &checker{res: Result{
+		ByName:      map[string]int{},
+		Sends:       map[Outcome]int{},
+		SendsByProc: map[string]map[Outcome]int{},
+	}}
+
+	final := map[po]string{}                 // the final read
+	finalValues := map[pv][]int64{}          // value -> offsets in the final read
+	finalDone := map[int32]bool{}            // partitions whose final read completed
+	seen := map[pv]bool{}                    // values any consumer read
+	readOffsets := map[pv]map[int64]bool{}   // value -> offsets where consumers or the final read saw it
+	offsetValues := map[po]map[string]bool{} // offset -> values acks, reads and the final read put there
+	var sends []Event
+	partitions := map[int32]bool{}
+
+	observe := func(p int32, o int64, v string) {
+		k := po{p, o}
+		if offsetValues[k] == nil {
+			offsetValues[k] = map[string]bool{}
+		}
+		offsetValues[k][v] = true
+	}
+	readAt := func(p int32, o int64, v string) {
+		k := pv{p, v}
+		if readOffsets[k] == nil {
+			readOffsets[k] = map[int64]bool{}
+		}
+		readOffsets[k][o] = true
+		observe(p, o, v)
+	}
+
+	var workStart, workEnd int64 = -1, -1
+	for _, e := range events {
+		switch e.Kind {
+		case KindSend:
+			sends = append(sends, e)
+			partitions[e.Partition] = true
+			c.res.Sends[e.Outcome]++
+			if c.res.SendsByProc[e.Proc] == nil {
+				c.res.SendsByProc[e.Proc] = map[Outcome]int{}
+			}
+			c.res.SendsByProc[e.Proc][e.Outcome]++
+			if e.Outcome == OK {
+				observe(e.Partition, e.Offset, e.Value)
+			}
+		case KindRead:
+			c.res.Reads++
+			seen[pv{e.Partition, e.Value}] = true
+			readAt(e.Partition, e.Offset, e.Value)
+		case KindFinal:
+			c.res.Final++
+			final[po{e.Partition, e.Offset}] = e.Value
+			finalValues[pv{e.Partition, e.Value}] = append(finalValues[pv{e.Partition, e.Value}], e.Offset)
+			readAt(e.Partition, e.Offset, e.Value)
+		case KindFinalDone:
+			finalDone[e.Partition] = true
+			partitions[e.Partition] = true
+		case KindPhase:
+			switch e.Detail {
+			case "workload-start":
+				workStart = e.Time
+			case "workload-end":
+				workEnd = e.Time
+			}
+		}
+	}
+
+	// Acknowledged and failed sends against the final read and the reads.
+	for _, s := range sends {
+		k := pv{s.Partition, s.Value}
+		switch s.Outcome {
+		case OK:
+			if finalDone[s.Partition] && len(finalValues[k]) == 0 {
+				c.flag(Anomaly{Name: LostWrite, Partition: s.Partition, Offset: s.Offset, Value: s.Value, Proc: s.Proc,
+					Detail: fmt.Sprintf("acknowledged at offset %d (t=%s), absent from the final read (offset %d holds %q)", s.Offset, us(s.Time), s.Offset, final[po{s.Partition, s.Offset}])})
+			}
+			if finalDone[s.Partition] && !seen[k] {
+				c.flag(Anomaly{Name: UnseenAfterHealing, Partition: s.Partition, Offset: s.Offset, Value: s.Value, Proc: s.Proc,
+					Detail: "acknowledged, never polled by any consumer"})
+			}
+		case Fail:
+			if offs := readOffsets[k]; len(offs) > 0 {
+				c.flag(Anomaly{Name: AbortedRead, Partition: s.Partition, Offset: minKey(offs), Value: s.Value, Proc: s.Proc,
+					Detail: fmt.Sprintf("send failed definitely (%s) but was read at offsets %v", s.Err, sortedKeys(offs))})
+			}
+		}
+	}
+	for p := range partitions {
+		if !finalDone[p] {
+			c.flag(Anomaly{Name: FinalReadMissing, Partition: p, Offset: -1, Detail: "no complete final read of this partition"})
+		}
+	}
+
+	// One offset, one value; one value, one offset.
+	for _, k := range sortedPO(offsetValues) {
+		if vs := offsetValues[k]; len(vs) > 1 {
+			c.flag(Anomaly{Name: InconsistentOffsets, Partition: k.p, Offset: k.o,
+				Detail: fmt.Sprintf("values %q observed at this offset", sortedKeys(vs))})
+		}
+	}
+	for _, k := range sortedPV(readOffsets) {
+		if offs := readOffsets[k]; len(offs) > 1 {
+			c.flag(Anomaly{Name: Duplicate, Partition: k.p, Offset: minKey(offs), Value: k.v,
+				Detail: fmt.Sprintf("value read at offsets %v", sortedKeys(offs))})
+		}
+	}
+	// Reads the final read does not confirm.
+	for _, e := range events {
+		if e.Kind != KindRead || !finalDone[e.Partition] {
+			continue
+		}
+		if _, ok := final[po{e.Partition, e.Offset}]; !ok && len(finalValues[pv{e.Partition, e.Value}]) == 0 {
+			c.flag(Anomaly{Name: DirtyRead, Partition: e.Partition, Offset: e.Offset, Value: e.Value, Proc: e.Proc,
+				Detail: fmt.Sprintf("read in poll %d at t=%s; neither the offset nor the value is in the final read", e.Poll, us(e.Time))})
+		}
+	}
+
+	c.checkSendOrder(sends)
+	c.checkPolls(events, final)
+	c.checkEpochs(events)
+	for _, e := range events {
+		if e.Kind == KindReplica && e.Outcome != OK {
+			c.flag(Anomaly{Name: ReplicaDivergence, Partition: e.Partition, Offset: e.Offset, Proc: e.Proc, Detail: e.Detail})
+		}
+	}
+	c.availability(sends, workStart, workEnd)
+	return c.res
+}
+
+// checkSendOrder: a producer's acknowledged sends to one partition land in
+// the order it sent them.
+func (c *checker) checkSendOrder(sends []Event) {
+	type key struct {
+		proc string
+		p    int32
+	}
+	byKey := map[key][]Event{}
+	for _, s := range sends {
+		if s.Outcome == OK {
+			k := key{s.Proc, s.Partition}
+			byKey[k] = append(byKey[k], s)
+		}
+	}
+	keys := make([]key, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].proc != keys[j].proc {
+			return keys[i].proc < keys[j].proc
+		}
+		return keys[i].p < keys[j].p
+	})
+	for _, k := range keys {
+		ss := byKey[k]
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].Seq < ss[j].Seq })
+		for i := 1; i < len(ss); i++ {
+			if ss[i].Offset <= ss[i-1].Offset {
+				c.flag(Anomaly{Name: NonmonotonicSend, Partition: k.p, Offset: ss[i].Offset, Value: ss[i].Value, Proc: k.proc,
+					Detail: fmt.Sprintf("send #%d acknowledged at offset %d, after send #%d (%q) at offset %d", ss[i].Seq, ss[i].Offset, ss[i-1].Seq, ss[i-1].Value, ss[i-1].Offset)})
+			}
+		}
+	}
+}
+
+// checkPolls: within one assignment, each consumer's offsets on a
+// partition strictly increase and never jump over a record the final read
+// holds.
+func (c *checker) checkPolls(events []Event, final map[po]string) {
+	type key struct {
+		proc string
+		p    int32
+	}
+	last := map[key]int64{}
+	finalOffsets := map[int32][]int64{}
+	for k := range final {
+		finalOffsets[k.p] = append(finalOffsets[k.p], k.o)
+	}
+	for _, offs := range finalOffsets {
+		slices.Sort(offs)
+	}
+	for _, e := range events {
+		switch e.Kind {
+		case KindAssign:
+			for _, p := range e.Partitions {
+				delete(last, key{e.Proc, p})
+			}
+		case KindRead:
+			k := key{e.Proc, e.Partition}
+			prev, ok := last[k]
+			last[k] = e.Offset
+			if !ok {
+				continue
+			}
+			if e.Offset <= prev {
+				c.flag(Anomaly{Name: NonmonotonicPoll, Partition: e.Partition, Offset: e.Offset, Value: e.Value, Proc: e.Proc,
+					Detail: fmt.Sprintf("poll %d read offset %d after offset %d (t=%s)", e.Poll, e.Offset, prev, us(e.Time))})
+				continue
+			}
+			offs := finalOffsets[e.Partition]
+			i, _ := slices.BinarySearch(offs, prev+1)
+			if i < len(offs) && offs[i] < e.Offset {
+				c.flag(Anomaly{Name: PollSkip, Partition: e.Partition, Offset: e.Offset, Value: e.Value, Proc: e.Proc,
+					Detail: fmt.Sprintf("poll %d jumped from offset %d to %d over offset %d (%q) (t=%s)", e.Poll, prev, e.Offset, offs[i], final[po{e.Partition, offs[i]}], us(e.Time))})
+			}
+		}
+	}
+}
+
+// checkEpochs: leader epochs per partition and the controller epoch never
+// go backwards; a partition's ISR is never empty.
+func (c *checker) checkEpochs(events []Event) {
+	leaderEpoch := map[int32]int32{}
+	controllerEpoch := int32(-1)
+	for _, e := range events {
+		if e.Kind != KindEpoch {
+			continue
+		}
+		if e.Partition < 0 {
+			if e.ControllerEpoch < controllerEpoch {
+				c.flag(Anomaly{Name: ControllerEpochBack, Partition: -1, Offset: -1,
+					Detail: fmt.Sprintf("controller epoch %d observed after %d (t=%s)", e.ControllerEpoch, controllerEpoch, us(e.Time))})
+			}
+			controllerEpoch = max(controllerEpoch, e.ControllerEpoch)
+			continue
+		}
+		if prev, ok := leaderEpoch[e.Partition]; ok && e.LeaderEpoch < prev {
+			c.flag(Anomaly{Name: LeaderEpochBack, Partition: e.Partition, Offset: -1,
+				Detail: fmt.Sprintf("leader epoch %d (leader %d) observed after %d (t=%s)", e.LeaderEpoch, e.Leader, prev, us(e.Time))})
+		}
+		leaderEpoch[e.Partition] = max(leaderEpoch[e.Partition], e.LeaderEpoch)
+		if len(e.ISR) == 0 {
+			c.flag(Anomaly{Name: EmptyISR, Partition: e.Partition, Offset: -1,
+				Detail: fmt.Sprintf("empty ISR at leader epoch %d (t=%s)", e.LeaderEpoch, us(e.Time))})
+		}
+	}
+}
+
+// availability finds the longest stretch of the workload without a
+// successful write.
+func (c *checker) availability(sends []Event, start, end int64) {
+	var oks []int64
+	for _, s := range sends {
+		if s.Outcome == OK {
+			oks = append(oks, s.Time)
+		}
+	}
+	slices.Sort(oks)
+	if start < 0 && len(oks) > 0 {
+		start = oks[0]
+	}
+	if end < 0 && len(oks) > 0 {
+		end = oks[len(oks)-1]
+	}
+	prev := start
+	for _, t := range append(oks, end) {
+		if t < start || t > end {
+			continue
+		}
+		if d := time.Duration(t-prev) * time.Microsecond; d > c.res.Unavailable {
+			c.res.Unavailable, c.res.UnavailableFrom = d, prev
+		}
+		prev = t
+	}
+}
+
+func us(t int64) string {
+	return (time.Duration(t) * time.Microsecond).Round(time.Millisecond).String()
+}
+
+func minKey(m map[int64]bool) int64 {
+	return sortedKeys(m)[0]
+}
+
+func sortedKeys[K int64 | string](m map[K]bool) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedPO[V any](m map[po]V) []po {
+	out := make([]po, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].p != out[j].p {
+			return out[i].p < out[j].p
+		}
+		return out[i].o < out[j].o
+	})
+	return out
+}
+
+func sortedPV[V any](m map[pv]V) []pv {
+	out := make([]pv, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].p != out[j].p {
+			return out[i].p < out[j].p
+		}
+		return out[i].v < out[j].v
+	})
+	return out
+}

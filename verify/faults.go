@@ -1,0 +1,324 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Fault kinds.
+const (
+	KillLeader        = "kill-leader"         // kill -9 a partition leader, restart it later
+	KillFollower      = "kill-follower"       // kill -9 a follower
+	KillController    = "kill-controller"     // kill -9 the controller
+	PauseShort        = "pause-short"         // SIGSTOP a broker for less than replica.lag.time.max.ms
+	PauseLag          = "pause-lag"           // SIGSTOP a leader longer than the lag time, shorter than the session
+	PauseLong         = "pause-long"          // SIGSTOP a leader longer than the ZooKeeper session
+	PartitionBrokers  = "partition-brokers"   // cut two brokers from each other (both ways)
+	IsolateLeader     = "isolate-leader"      // cut a leader from every other broker (both ways); clients still reach it
+	IsolateLeaderKill = "isolate-leader-kill" // followers cannot reach the leader (the leader can still reach the controller), then kill -9 the leader
+	PartitionZKShort  = "partition-zk-short"  // cut a broker from ZooKeeper for less than the session
+	PartitionZKLong   = "partition-zk-long"   // cut a leader from ZooKeeper for longer than the session
+	RestartZK         = "restart-zk"          // kill -9 ZooKeeper, start it again
+	PartitionClients  = "partition-clients"   // cut a leader from every client
+)
+
+// AllFaults is every fault kind, in a fixed order.
+var AllFaults = []string{
+	KillLeader, KillFollower, KillController, PauseShort, PauseLag, PauseLong, PartitionBrokers,
+	IsolateLeader, IsolateLeaderKill, PartitionZKShort, PartitionZKLong, RestartZK, PartitionClients,
+}
+
+// Fault is one planned fault.
+type Fault struct {
+	Kind      string
+	Partition int32         // whose leader/follower is targeted
+	Duration  time.Duration // how long it lasts before healing
+	Gap       time.Duration // quiet time before it starts
+}
+
+// Timing is what fault durations are derived from.
+type Timing struct {
+	Lag, Session time.Duration
+}
+
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return (lo + time.Duration(r.Int64N(int64(hi-lo)+1))).Round(time.Millisecond)
+}
+
+func (t Timing) plan(r *rand.Rand, kind string, partitions int32) Fault {
+	f := Fault{Kind: kind, Partition: r.Int32N(partitions), Gap: between(r, time.Second, 2500*time.Millisecond)}
+	switch kind {
+	case KillLeader, KillFollower, KillController:
+		f.Duration = between(r, 2*time.Second, 4*time.Second)
+	case PauseShort:
+		f.Duration = between(r, t.Lag/3, t.Lag*3/4)
+	case PauseLag:
+		f.Duration = between(r, t.Lag+t.Lag/3, t.Session-t.Session/10)
+	case PauseLong:
+		f.Duration = between(r, t.Session+t.Session/2, 2*t.Session)
+	case PartitionBrokers, IsolateLeader, PartitionClients:
+		f.Duration = between(r, 3*time.Second, 5*time.Second)
+	case IsolateLeaderKill:
+		f.Duration = between(r, 3*t.Lag, 4*t.Lag)
+	case PartitionZKShort:
+		f.Duration = between(r, t.Session/3, t.Session/2)
+	case PartitionZKLong:
+		f.Duration = between(r, t.Session+t.Session/2, 2*t.Session)
+	case RestartZK:
+		f.Duration = between(r, time.Second, 4*time.Second)
+	}
+	return f
+}
+
+// ShortSchedule runs every fault kind once, in an order and with durations
+// drawn from seed.
+func ShortSchedule(seed uint64, t Timing, partitions int32) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x6b766572))
+	kinds := slices.Clone(AllFaults)
+	r.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	var out []Fault
+	for _, k := range kinds {
+		out = append(out, t.plan(r, k, partitions))
+	}
+	return out
+}
+
+// LongSchedule draws faults at random until their total reaches d.
+func LongSchedule(seed uint64, t Timing, partitions int32, d time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x6b766572))
+	var out []Fault
+	var total time.Duration
+	for total < d {
+		f := t.plan(r, AllFaults[r.IntN(len(AllFaults))], partitions)
+		total += f.Gap + f.Duration + 2*time.Second // restarts and healing take time too
+		out = append(out, f)
+	}
+	return out
+}
+
+// UnsafeSchedule is the one fault that loses data when
+// min.insync.replicas=1 and unclean election is on.
+func UnsafeSchedule(t Timing) []Fault {
+	return []Fault{{Kind: IsolateLeaderKill, Partition: 0, Duration: 4 * t.Lag, Gap: 5 * time.Second}}
+}
+
+// Nemesis applies faults to a cluster and records them.
+type Nemesis struct {
+	C     *Cluster
+	ZK    *ZKView
+	Rec   *Recorder
+	Topic string
+	Rand  *rand.Rand
+	Logf  func(string, ...any)
+}
+
+func (n *Nemesis) logf(format string, args ...any) {
+	if n.Logf != nil {
+		n.Logf(format, args...)
+	}
+}
+
+func (n *Nemesis) record(kind, phase, detail string) {
+	n.Rec.Add(Event{Kind: KindFault, Fault: kind, Phase: phase, Detail: detail})
+	n.logf("fault %-20s %-5s %s", kind, phase, detail)
+}
+
+// leader is the current leader of p, or a random live broker if it has
+// none.
+func (n *Nemesis) leader(p int32) *Broker {
+	if s, err := n.ZK.State(n.Topic, p); err == nil && s.Leader > 0 && n.C.Broker(s.Leader).Alive() {
+		return n.C.Broker(s.Leader)
+	}
+	return n.random(nil)
+}
+
+func (n *Nemesis) random(except *Broker) *Broker {
+	var live []*Broker
+	for _, b := range n.C.Brokers {
+		if b != except && b.Alive() {
+			live = append(live, b)
+		}
+	}
+	if len(live) == 0 {
+		return n.C.Brokers[0]
+	}
+	return live[n.Rand.IntN(len(live))]
+}
+
+func (n *Nemesis) others(b *Broker) []string {
+	var out []string
+	for _, o := range n.C.Brokers {
+		if o != b {
+			out = append(out, fmt.Sprintf("b%d", o.ID))
+		}
+	}
+	return out
+}
+
+// Run applies the faults in order, each healed before the next.
+func (n *Nemesis) Run(ctx context.Context, faults []Fault) {
+	for _, f := range faults {
+		sleepCtx(ctx, f.Gap)
+		if ctx.Err() != nil {
+			return
+		}
+		n.apply(ctx, f)
+	}
+}
+
+// restart starts a killed broker again. A broker refuses to start while
+// its previous ZooKeeper session still holds /brokers/ids/<id> (as Kafka
+// does), so it first waits for that session to expire; it then waits until
+// the new process has registered, retrying if it exited.
+func (n *Nemesis) restart(ctx context.Context, b *Broker) {
+	registered := func() bool {
+		ids, err := n.ZK.Registered()
+		return err == nil && slices.Contains(ids, b.ID)
+	}
+	for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
+		_ = waitFor(ctx, 3*n.C.cfg.SessionTimeout, func() error {
+			if registered() {
+				return fmt.Errorf("b%d still registered", b.ID)
+			}
+			return nil
+		})
+		if err := b.Restart(ctx); err != nil {
+			n.logf("restart b%d: %v", b.ID, err)
+			b.Kill()
+			continue
+		}
+		err := waitFor(ctx, 10*time.Second, func() error {
+			if !b.Alive() {
+				return fmt.Errorf("b%d exited after starting; see %s", b.ID, b.LogPath)
+			}
+			if !registered() {
+				return fmt.Errorf("b%d not registered", b.ID)
+			}
+			return nil
+		})
+		if err == nil {
+			return
+		}
+		n.logf("restart b%d: %v", b.ID, err)
+		b.Kill()
+	}
+	n.Rec.Add(Event{Kind: KindPhase, Detail: fmt.Sprintf("warning: b%d could not be restarted", b.ID)})
+}
+
+func (n *Nemesis) apply(ctx context.Context, f Fault) {
+	switch f.Kind {
+	case KillLeader, KillFollower, KillController:
+		var b *Broker
+		switch f.Kind {
+		case KillLeader:
+			b = n.leader(f.Partition)
+		case KillFollower:
+			b = n.random(n.leader(f.Partition))
+		default:
+			b = n.random(nil)
+			if id, err := n.ZK.Controller(); err == nil && id > 0 {
+				b = n.C.Broker(id)
+			}
+		}
+		n.record(f.Kind, "start", fmt.Sprintf("kill -9 b%d (partition %d) for %v", b.ID, f.Partition, f.Duration))
+		b.Kill()
+		sleepCtx(ctx, f.Duration)
+		n.restart(ctx, b)
+		n.record(f.Kind, "end", fmt.Sprintf("restarted b%d", b.ID))
+	case PauseShort, PauseLag, PauseLong:
+		b := n.leader(f.Partition)
+		if f.Kind == PauseShort {
+			b = n.random(nil)
+		}
+		n.record(f.Kind, "start", fmt.Sprintf("SIGSTOP b%d for %v", b.ID, f.Duration))
+		b.Pause()
+		sleepCtx(ctx, f.Duration)
+		b.Resume()
+		n.record(f.Kind, "end", fmt.Sprintf("SIGCONT b%d", b.ID))
+	case PartitionBrokers:
+		a := n.random(nil)
+		b := n.random(a)
+		n.record(f.Kind, "start", fmt.Sprintf("cut b%d <-> b%d for %v", a.ID, b.ID, f.Duration))
+		a.Proxy.Cut(fmt.Sprintf("b%d", b.ID))
+		b.Proxy.Cut(fmt.Sprintf("b%d", a.ID))
+		sleepCtx(ctx, f.Duration)
+		a.Proxy.Heal()
+		b.Proxy.Heal()
+		n.record(f.Kind, "end", "healed")
+	case IsolateLeader:
+		l := n.leader(f.Partition)
+		n.record(f.Kind, "start", fmt.Sprintf("cut b%d (leader of %d) <-> all brokers for %v", l.ID, f.Partition, f.Duration))
+		l.Proxy.Cut(n.others(l)...)
+		for _, o := range n.C.Brokers {
+			if o != l {
+				o.Proxy.Cut(fmt.Sprintf("b%d", l.ID))
+			}
+		}
+		sleepCtx(ctx, f.Duration)
+		n.C.HealAll()
+		n.record(f.Kind, "end", "healed")
+	case IsolateLeaderKill:
+		l := n.leader(f.Partition)
+		n.record(f.Kind, "start", fmt.Sprintf("brokers cannot reach b%d (leader of %d) for %v, then kill -9 b%d", l.ID, f.Partition, f.Duration, l.ID))
+		l.Proxy.Cut(n.others(l)...)
+		sleepCtx(ctx, f.Duration)
+		if s, err := n.ZK.State(n.Topic, f.Partition); err == nil {
+			n.record(f.Kind, "kill", fmt.Sprintf("kill -9 b%d; partition %d state before: leader %d epoch %d ISR %v", l.ID, f.Partition, s.Leader, s.LeaderEpoch, s.ISR))
+		}
+		l.Kill()
+		l.Proxy.Heal()
+		// Long enough for the session to expire and a new leader (unclean,
+		// if allowed) to take over.
+		sleepCtx(ctx, n.C.cfg.SessionTimeout*2+time.Second)
+		if s, err := n.ZK.State(n.Topic, f.Partition); err == nil {
+			n.record(f.Kind, "restart", fmt.Sprintf("partition %d state with b%d dead: leader %d epoch %d ISR %v", f.Partition, l.ID, s.Leader, s.LeaderEpoch, s.ISR))
+		}
+		n.restart(ctx, l)
+		n.record(f.Kind, "end", fmt.Sprintf("restarted b%d", l.ID))
+	case PartitionZKShort, PartitionZKLong:
+		b := n.leader(f.Partition)
+		if f.Kind == PartitionZKShort {
+			b = n.random(nil)
+		}
+		n.record(f.Kind, "start", fmt.Sprintf("cut b%d <-> ZooKeeper for %v", b.ID, f.Duration))
+		b.ZKProxy.Cut("*")
+		sleepCtx(ctx, f.Duration)
+		b.ZKProxy.Heal()
+		n.record(f.Kind, "end", "healed")
+	case RestartZK:
+		n.record(f.Kind, "start", fmt.Sprintf("kill -9 ZooKeeper, down %v", f.Duration))
+		if err := n.C.ZK.Restart(f.Duration); err != nil {
+			n.logf("restart ZooKeeper: %v", err)
+		}
+		n.record(f.Kind, "end", "ZooKeeper serving")
+	case PartitionClients:
+		b := n.leader(f.Partition)
+		n.record(f.Kind, "start", fmt.Sprintf("cut clients -> b%d for %v", b.ID, f.Duration))
+		b.Proxy.Cut("client")
+		sleepCtx(ctx, f.Duration)
+		b.Proxy.Heal()
+		n.record(f.Kind, "end", "healed")
+	}
+}
+
+// HealEverything undoes whatever is still broken: cuts, paused and dead
+// brokers, a dead ZooKeeper.
+func (n *Nemesis) HealEverything(ctx context.Context) {
+	n.C.HealAll()
+	if !n.C.ZK.proc.alive() {
+		if err := n.C.ZK.start(); err != nil {
+			n.logf("start ZooKeeper: %v", err)
+		}
+	}
+	for _, b := range n.C.Brokers {
+		if b.Alive() {
+			b.Resume()
+		} else {
+			n.Rec.Add(Event{Kind: KindPhase, Detail: fmt.Sprintf("warning: b%d was found dead when healing (crashed?); see %s", b.ID, b.LogPath)})
+			n.restart(ctx, b)
+		}
+	}
+}

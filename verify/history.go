@@ -1,0 +1,176 @@
+// Package verify is a Jepsen-style fault harness for kbroker clusters: it
+// launches ZooKeeper and brokers behind fault-injecting TCP proxies, drives
+// producers and consumers through real clients while a seeded schedule of
+// faults (kill -9, SIGSTOP, network partitions, ZooKeeper restarts) runs,
+// records every operation in a history, and checks that history for the
+// anomalies named by Jepsen's Kafka workload (lost-write,
+// inconsistent-offsets, duplicate, nonmonotonic-send, nonmonotonic-poll,
+// poll-skip, aborted-read, unseen-after-healing), plus replica byte-equality
+// and epoch monotonicity.
+//
+// Files: history.go (events and the recorder), check.go (the checker),
+// proxy.go (the TCP proxy), cluster.go (processes), faults.go (the
+// schedule), workload.go (clients), observe.go (ZooKeeper epochs and
+// replica logs), run.go (a whole run and its report).
+package verify
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Kind says what an Event records.
+type Kind string
+
+// Event kinds.
+const (
+	// KindSend is a completed write: Proc's Seq-th send of Value to
+	// Partition, with Outcome (and Offset when ok).
+	KindSend Kind = "send"
+	// KindRead is one record a consumer (Proc) saw in poll number Poll.
+	KindRead Kind = "read"
+	// KindAssign says consumer Proc (re)started reading Partitions: offset
+	// monotonicity is checked from here on.
+	KindAssign Kind = "assign"
+	// KindFinal is one record of the final read of a partition after the
+	// faults healed.
+	KindFinal Kind = "final"
+	// KindFinalDone closes the final read of Partition; Offset is the high
+	// watermark it read up to.
+	KindFinalDone Kind = "final-done"
+	// KindFault is a fault starting (Phase "start") or healing ("end").
+	KindFault Kind = "fault"
+	// KindEpoch is an observation of ZooKeeper state: a partition's leader,
+	// leader epoch and ISR, or (Partition -1) the controller epoch.
+	KindEpoch Kind = "epoch"
+	// KindReplica is the result of comparing a replica's log with the
+	// leader's up to the high watermark (Outcome ok or fail).
+	KindReplica Kind = "replica"
+	// KindPhase marks the run's phases (Detail: workload-start, heal,
+	// workload-end, ...).
+	KindPhase Kind = "phase"
+)
+
+// Outcome is how a send ended.
+type Outcome string
+
+// Send outcomes.
+const (
+	OK Outcome = "ok"
+	// Fail is a definite failure: the record was certainly not written.
+	Fail Outcome = "fail"
+	// Info is an indefinite outcome: the record may or may not be written
+	// (timeout, NOT_ENOUGH_REPLICAS_AFTER_APPEND, connection lost).
+	Info Outcome = "info"
+)
+
+// Event is one line of a history.
+type Event struct {
+	// Time is microseconds since the run started.
+	Time      int64   `json:"t"`
+	Kind      Kind    `json:"kind"`
+	Proc      string  `json:"proc,omitempty"`
+	Seq       int64   `json:"seq,omitempty"`
+	Partition int32   `json:"p"`
+	Offset    int64   `json:"o"`
+	Value     string  `json:"v,omitempty"`
+	Outcome   Outcome `json:"outcome,omitempty"`
+	Err       string  `json:"err,omitempty"`
+	Poll      int64   `json:"poll,omitempty"`
+
+	Partitions      []int32 `json:"partitions,omitempty"`
+	Leader          int32   `json:"leader,omitempty"`
+	LeaderEpoch     int32   `json:"leader_epoch,omitempty"`
+	ControllerEpoch int32   `json:"controller_epoch,omitempty"`
+	ISR             []int32 `json:"isr,omitempty"`
+
+	Fault  string `json:"fault,omitempty"`
+	Phase  string `json:"phase,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Recorder appends events to memory and, when given a writer, to a JSON
+// lines file as they happen (so a crashed run still leaves its history).
+type Recorder struct {
+	start time.Time
+
+	// mu guards events, w and err.
+	mu     sync.Mutex
+	events []Event
+	w      *bufio.Writer
+	err    error
+}
+
+// NewRecorder starts a history at start; w may be nil.
+func NewRecorder(start time.Time, w io.Writer) *Recorder {
+	r := &Recorder{start: start}
+	if w != nil {
+		r.w = bufio.NewWriter(w)
+	}
+	return r
+}
+
+// Since is the event time of t.
+func (r *Recorder) Since(t time.Time) int64 { return t.Sub(r.start).Microseconds() }
+
+// Add stamps e with the current time (unless set) and records it.
+func (r *Recorder) Add(e Event) {
+	if e.Time == 0 {
+		e.Time = r.Since(time.Now())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	if r.w != nil && r.err == nil {
+		b, err := json.Marshal(e)
+		if err == nil {
+			b = append(b, '\n')
+			_, err = r.w.Write(b)
+		}
+		r.err = err
+	}
+}
+
+// Flush writes buffered events out.
+func (r *Recorder) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w != nil && r.err == nil {
+		r.err = r.w.Flush()
+	}
+	return r.err
+}
+
+// Events returns a copy of the history so far.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// ReadHistory loads a JSON lines history written by a Recorder.
+func ReadHistory(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}

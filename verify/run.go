@@ -1,0 +1,423 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Options configure one run.
+type Options struct {
+	Mode       string // "short" or "long"
+	Seed       uint64
+	Duration   time.Duration // long mode: how long faults run
+	Unsafe     bool          // min.insync.replicas=1, unclean election, the isolate-then-kill fault
+	Brokers    int
+	Partitions int32
+	Dir        string // working directory (a temporary one if empty)
+	Bin        string // kbroker binary (built from the module if empty)
+	Session    time.Duration
+	Lag        time.Duration
+	Interval   time.Duration // each producer's pause between sends
+	Log        io.Writer     // progress; nil for none
+}
+
+func (o *Options) defaults() {
+	if o.Mode == "" {
+		o.Mode = "short"
+	}
+	if o.Brokers == 0 {
+		o.Brokers = 3
+	}
+	if o.Partitions == 0 {
+		o.Partitions = 3
+	}
+	if o.Session == 0 {
+		o.Session = 3 * time.Second
+	}
+	if o.Lag == 0 {
+		o.Lag = 1500 * time.Millisecond
+	}
+	if o.Interval == 0 {
+		o.Interval = 10 * time.Millisecond
+	}
+}
+
+// Report is what a run found.
+type Report struct {
+	Options     Options
+	Result      Result
+	HistoryPath string
+	Dir         string
+	Faults      []Event // fault events as recorded
+	Elapsed     time.Duration
+	Phases      []Event
+	Warnings    []string
+	Events      []Event
+}
+
+// BuildBroker builds ./cmd/kbroker of the module that holds the working
+// directory into dir.
+func BuildBroker(dir string) (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the kbroker module: run from its checkout or pass --kbroker-bin")
+	}
+	bin := filepath.Join(dir, "kbroker")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kbroker")
+	cmd.Dir = filepath.Dir(gomod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/kbroker: %v\n%s", err, b)
+	}
+	return bin, nil
+}
+
+// Run starts a cluster, runs the workload under the fault schedule, heals,
+// reads everything back, checks, and tears the cluster down.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.defaults()
+	began := time.Now()
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "%8s  %s\n", time.Since(began).Round(time.Millisecond), fmt.Sprintf(format, args...))
+		}
+	}
+	if o.Dir == "" {
+		d, err := os.MkdirTemp("", "kverify-")
+		if err != nil {
+			return nil, err
+		}
+		o.Dir = d
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if o.Bin == "" {
+		logf("building kbroker")
+		bin, err := BuildBroker(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		o.Bin = bin
+	}
+	histPath := filepath.Join(o.Dir, "history.jsonl")
+	hf, err := os.Create(histPath)
+	if err != nil {
+		return nil, err
+	}
+	defer hf.Close()
+	rec := NewRecorder(began, hf)
+	rep := &Report{Options: o, HistoryPath: histPath, Dir: o.Dir}
+	phase := func(detail string) {
+		rec.Add(Event{Kind: KindPhase, Detail: detail})
+		logf("phase %s", detail)
+	}
+	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v duration=%v brokers=%d partitions=%d", o.Mode, o.Seed, o.Unsafe, o.Duration, o.Brokers, o.Partitions))
+
+	timing := Timing{Lag: o.Lag, Session: o.Session}
+	var faults []Fault
+	switch {
+	case o.Unsafe:
+		faults = UnsafeSchedule(timing)
+	case o.Mode == "long":
+		faults = LongSchedule(o.Seed, timing, o.Partitions, o.Duration)
+	default:
+		faults = ShortSchedule(o.Seed, timing, o.Partitions)
+	}
+
+	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2}
+	if o.Unsafe {
+		ccfg.MinISR, ccfg.Unclean = 1, true
+	}
+	logf("starting ZooKeeper and %d brokers in %s", o.Brokers, o.Dir)
+	c, err := StartCluster(ctx, ccfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	zv, err := NewZKView(c.ZK.Addr())
+	if err != nil {
+		return nil, err
+	}
+	defer zv.Close()
+	topic := "kverify"
+	if err := setup(ctx, c, zv, topic, o.Partitions); err != nil {
+		return nil, err
+	}
+	phase("cluster-ready")
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchWG sync.WaitGroup
+	watchWG.Add(1)
+	go func() { defer watchWG.Done(); zv.WatchEpochs(watchCtx, rec, topic, o.Partitions, 100*time.Millisecond) }()
+	defer func() { stopWatch(); watchWG.Wait() }()
+
+	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf}
+	consCtx, stopCons := context.WithCancel(ctx)
+	var consWG sync.WaitGroup
+	consWG.Add(1)
+	go func() { defer consWG.Done(); w.RunConsumers(consCtx, fmt.Sprintf("kverify-%d", o.Seed)) }()
+	defer func() { stopCons(); consWG.Wait() }()
+
+	prodCtx, stopProd := context.WithCancel(ctx)
+	var prodWG sync.WaitGroup
+	prodWG.Add(1)
+	phase("workload-start")
+	go func() { defer prodWG.Done(); w.RunProducers(prodCtx) }()
+
+	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
+	nem.Run(ctx, faults)
+	nem.HealEverything(ctx)
+	phase("healed")
+	// Keep writing a little after healing: availability must come back.
+	sleepCtx(ctx, 5*time.Second)
+	stopProd()
+	phase("workload-end")
+	prodWG.Wait()
+	phase("producers-done")
+
+	// Quiesce: every partition back to a full ISR, on its own.
+	if err := waitFor(ctx, 60*time.Second, func() error { return fullISR(zv, topic, o.Partitions, o.Brokers) }); err != nil {
+		rec.Add(Event{Kind: KindReplica, Proc: "isr", Partition: -1, Offset: -1, Outcome: Fail, Detail: "ISR not restored within 60s after healing: " + err.Error()})
+		rep.Warnings = append(rep.Warnings, err.Error())
+	}
+	phase("quiesced")
+
+	var ends map[int32]int64
+	if err := waitFor(ctx, 30*time.Second, func() error {
+		var err error
+		ends, err = EndOffsets(ctx, c.Seeds(), topic)
+		if err == nil && int32(len(ends)) != o.Partitions {
+			err = fmt.Errorf("end offsets of %d partitions", len(ends))
+		}
+		return err
+	}); err != nil {
+		rep.Warnings = append(rep.Warnings, "list end offsets: "+err.Error())
+	} else {
+		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		if err := w.FinalRead(fctx, ends); err != nil {
+			rep.Warnings = append(rep.Warnings, err.Error())
+		}
+		cancel()
+		phase(fmt.Sprintf("final-read %v", ends))
+		if err := waitFor(ctx, 30*time.Second, func() error {
+			if !w.CaughtUp(Consumers, ends) {
+				return errors.New("consumers not caught up")
+			}
+			return nil
+		}); err != nil {
+			rep.Warnings = append(rep.Warnings, err.Error())
+		}
+	}
+	stopCons()
+	consWG.Wait()
+	phase("consumers-done")
+
+	// Replica logs, after a clean stop.
+	states := map[int32]PartitionState{}
+	for p := int32(0); p < o.Partitions; p++ {
+		if s, err := zv.State(topic, p); err == nil {
+			states[p] = s
+		}
+	}
+	stopWatch()
+	watchWG.Wait()
+	var stopWG sync.WaitGroup
+	for _, b := range c.Brokers {
+		stopWG.Add(1)
+		go func() {
+			defer stopWG.Done()
+			if !b.Stop(20 * time.Second) {
+				logf("b%d did not stop within 20s of SIGTERM; killed", b.ID)
+			}
+		}()
+	}
+	stopWG.Wait()
+	phase("brokers-stopped")
+	for _, b := range c.Brokers {
+		if data, err := os.ReadFile(b.LogPath); err == nil {
+			for _, bad := range []string{"panic:", "fatal error:", "DATA RACE"} {
+				if bytes.Contains(data, []byte(bad)) {
+					rec.Add(Event{Kind: KindPhase, Detail: fmt.Sprintf("warning: %q in %s", bad, b.LogPath)})
+				}
+			}
+		}
+	}
+	if ends != nil {
+		for p := int32(0); p < o.Partitions; p++ {
+			if s, ok := states[p]; ok {
+				ReplicaCheck(rec, c, topic, p, s, ends[p])
+			}
+		}
+	}
+	if err := rec.Flush(); err != nil {
+		rep.Warnings = append(rep.Warnings, "history: "+err.Error())
+	}
+	events := rec.Events()
+	rep.Result = Check(events)
+	rep.Events = events
+	for _, e := range events {
+		switch e.Kind {
+		case KindFault:
+			rep.Faults = append(rep.Faults, e)
+		case KindPhase:
+			rep.Phases = append(rep.Phases, e)
+			if strings.HasPrefix(e.Detail, "warning: ") {
+				rep.Warnings = append(rep.Warnings, strings.TrimPrefix(e.Detail, "warning: "))
+			}
+		}
+	}
+	rep.Elapsed = time.Since(began)
+	return rep, nil
+}
+
+// setup waits for every broker to register and a controller, creates the
+// topic and waits until every partition has its full ISR.
+func setup(ctx context.Context, c *Cluster, zv *ZKView, topic string, partitions int32) error {
+	if err := waitFor(ctx, 30*time.Second, func() error {
+		ids, err := zv.Registered()
+		if err != nil {
+			return err
+		}
+		if len(ids) != len(c.Brokers) {
+			return fmt.Errorf("registered brokers %v", ids)
+		}
+		_, err = zv.Controller()
+		return err
+	}); err != nil {
+		return fmt.Errorf("cluster did not form: %w", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := waitFor(ctx, 30*time.Second, func() error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := adm.CreateTopic(rctx, partitions, 3, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("create topic: %w", err)
+	}
+	return waitFor(ctx, 30*time.Second, func() error { return fullISR(zv, topic, partitions, len(c.Brokers)) })
+}
+
+func fullISR(zv *ZKView, topic string, partitions int32, replicas int) error {
+	for p := int32(0); p < partitions; p++ {
+		s, err := zv.State(topic, p)
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		if s.Leader < 0 || len(s.ISR) < min(replicas, 3) {
+			return fmt.Errorf("partition %d: leader %d ISR %v", p, s.Leader, s.ISR)
+		}
+	}
+	return nil
+}
+
+func waitFor(ctx context.Context, within time.Duration, fn func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+}
+
+// Print writes the report.
+func (r *Report) Print(w io.Writer) {
+	o := r.Options
+	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "\nfaults:\n")
+	for _, f := range r.Faults {
+		fmt.Fprintf(w, "  %9s  %-20s %-7s %s\n", us(f.Time), f.Fault, f.Phase, f.Detail)
+	}
+	res := r.Result
+	fmt.Fprintf(w, "\nsends: %d ok, %d failed (definite), %d indefinite\n", res.Sends[OK], res.Sends[Fail], res.Sends[Info])
+	procs := make([]string, 0, len(res.SendsByProc))
+	for p := range res.SendsByProc {
+		procs = append(procs, p)
+	}
+	sort.Strings(procs)
+	for _, p := range procs {
+		m := res.SendsByProc[p]
+		fmt.Fprintf(w, "  %-10s ok %6d  fail %5d  info %5d\n", p, m[OK], m[Fail], m[Info])
+	}
+	fmt.Fprintf(w, "reads: %d by consumers, %d in the final read\n", res.Reads, res.Final)
+	var compared, differ, epochs int
+	for _, e := range r.Events {
+		switch {
+		case e.Kind == KindReplica && e.Outcome == OK:
+			compared++
+		case e.Kind == KindReplica:
+			differ++
+		case e.Kind == KindEpoch:
+			epochs++
+		}
+	}
+	fmt.Fprintf(w, "replicas: %d ISR member logs identical to the leader's up to the HW, %d not\n", compared, differ)
+	fmt.Fprintf(w, "ZooKeeper: %d partition-state / controller-epoch changes observed\n", epochs)
+	fmt.Fprintf(w, "availability: longest stretch without a successful acks=all write: %v (from t=%s)\n", res.Unavailable.Round(time.Millisecond), us(res.UnavailableFrom))
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if res.Valid() {
+		fmt.Fprintf(w, "\nanomalies: none\n")
+	} else {
+		fmt.Fprintf(w, "\nanomalies:\n")
+		for _, name := range AllAnomalies {
+			if n := res.ByName[name]; n > 0 {
+				fmt.Fprintf(w, "  %-28s %d\n", name, n)
+			}
+		}
+		shown := map[string]int{}
+		for _, a := range res.Anomalies {
+			if shown[a.Name] < 5 {
+				shown[a.Name]++
+				fmt.Fprintf(w, "    %s\n", a)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nhistory: %s\n", r.HistoryPath)
+	if o.Mode != "check" {
+		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s\n", o.Mode, o.Seed,
+			map[bool]string{true: " --unsafe"}[o.Unsafe], durationFlag(o))
+	}
+}
+
+func durationFlag(o Options) string {
+	if o.Mode == "long" {
+		return " --duration " + o.Duration.String()
+	}
+	return ""
+}

@@ -11,7 +11,8 @@
 #                       -race unless KBROKER_RACE=0, runs real broker
 #                       processes and real clients)
 #   6. franz-go's own pkg/kgo test suite against a kbroker (scripts/kgo-suite.sh)
-#   7. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
+#   7. kverify short: faults on a 3-broker cluster, checked (cmd/kverify)
+#   8. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
 #
 # Environment: FUZZTIME (default 20s; 0 skips the fuzz step), KBROKER_RACE
 # (default 1), KBROKER_BIN (use a prebuilt broker in the integration tests).
@@ -86,6 +87,13 @@ integration_tests() {
 	KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 15m ./integration/...
 }
 
+# The Jepsen-style fault run (short mode, fixed seed), and proof that its
+# checker fails an unsafe configuration.
+kverify_short() {
+	go run ./cmd/kverify short &&
+		go run ./cmd/kverify short --unsafe --expect-anomaly lost-write
+}
+
 # franz-go's own pkg/kgo integration suite against a fresh kbroker.
 kgo_suite() {
 	KGO_TIMEOUT=8m scripts/kgo-suite.sh
@@ -114,6 +122,7 @@ step "go vet" go vet ./...
 step "unit tests (-race)" unit_tests
 step "integration tests (-race)" integration_tests
 step "franz-go kgo suite" kgo_suite
+step "kverify short (safe, then unsafe must lose writes)" kverify_short
 step "fuzz FuzzParseRequest" fuzz
 
 echo

@@ -143,7 +143,7 @@ func (p *Partition) appendAsFollower(records []byte, leaderHW, leaderLogStart in
 			return appended, fmt.Errorf("leader sent %s batch at %d, log ends at %d: %w", p.tp, h.BaseOffset, leo, segment.ErrUnexpectedOffset)
 		}
 		if err := p.log.Append(batch, h); err != nil {
-			return appended, fmt.Errorf("append to follower %s: %w", p.tp, err)
+			return appended, p.storageFailed(fmt.Errorf("append to follower %s: %w", p.tp, err))
 		}
 		ts := int64(-1)
 		if h.Attributes&recordbatch.TimestampTypeBit != 0 {

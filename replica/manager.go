@@ -37,6 +37,8 @@ type Config struct {
 	// Dial opens a connection to a leader for follower fetching; nil on a
 	// single node.
 	Dial Dialer
+	// OnStorageError is told when a log write fails (disk full or failed).
+	OnStorageError func(error)
 }
 
 // Stats counts replication events for metrics.
@@ -121,19 +123,20 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		return nil, fmt.Errorf("open log of %s: %w", tp, err)
 	}
 	p := &Partition{
-		tp:          tp,
-		topicID:     topicID,
-		self:        m.cfg.BrokerID,
-		log:         log,
-		logger:      m.logger.With("partition", tp.String()),
-		isrs:        m.cfg.ISRWriter,
-		stats:       &m.stats,
-		cfg:         cfg,
-		leaderEpoch: -1,
-		leaderID:    -1,
-		followers:   map[int32]*followerState{},
-		producers:   newProducerStates(),
-		changed:     make(chan struct{}),
+		tp:             tp,
+		topicID:        topicID,
+		self:           m.cfg.BrokerID,
+		log:            log,
+		logger:         m.logger.With("partition", tp.String()),
+		isrs:           m.cfg.ISRWriter,
+		onStorageError: m.cfg.OnStorageError,
+		stats:          &m.stats,
+		cfg:            cfg,
+		leaderEpoch:    -1,
+		leaderID:       -1,
+		followers:      map[int32]*followerState{},
+		producers:      newProducerStates(),
+		changed:        make(chan struct{}),
 		// Without a checkpoint, the high watermark restarts at the log
 		// start: as leader it rises as ISR followers report their log
 		// ends; as follower it comes from the leader. (A single-replica

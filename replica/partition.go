@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -43,6 +44,10 @@ type Partition struct {
 	logger  *slog.Logger
 	isrs    ISRWriter
 	stats   *Stats
+	// onStorageError is called when the log cannot be written (a full or
+	// failed disk); the broker then stops, as Kafka halts when its log
+	// dirs fail.
+	onStorageError func(error)
 
 	// mu guards every field below.
 	mu          sync.Mutex
@@ -204,7 +209,7 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 			h.MaxTimestamp = res.LogAppendTime
 		}
 		if err := p.log.Append(batch, h); err != nil {
-			return AppendResult{}, fmt.Errorf("append to %s: %w", p.tp, err)
+			return AppendResult{}, p.storageFailed(fmt.Errorf("append to %s: %w", p.tp, err))
 		}
 		p.producers.update(h, res.LogAppendTime)
 		if i == 0 {
@@ -340,4 +345,17 @@ func (p *Partition) MaxMessageBytes() int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cfg.MaxMessageBytes
+}
+
+// storageFailed reports a failed log write to the broker and returns it as
+// KAFKA_STORAGE_ERROR, which clients retry elsewhere. The batch was not
+// acknowledged; the broker stops so that other replicas take over.
+func (p *Partition) storageFailed(err error) error {
+	if errors.Is(err, segment.ErrUnexpectedOffset) {
+		return err
+	}
+	if p.onStorageError != nil {
+		p.onStorageError(err)
+	}
+	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 }

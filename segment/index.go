@@ -103,6 +103,14 @@ func (m *mmapFile) resize(n int64) error {
 	if err := m.unmap(); err != nil {
 		return fmt.Errorf("munmap %s: %w", m.path, err)
 	}
+	if cur := int64(m.entries * m.entrySize); n > cur {
+		// Reserve the blocks now: a sparse mapped file on a full disk
+		// fails its first write with SIGBUS, which kills the process;
+		// fallocate fails here with ENOSPC, an error the caller handles.
+		if err := unix.Fallocate(int(m.file.Fd()), 0, 0, n); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+			return fmt.Errorf("preallocate %s: %w", m.path, err)
+		}
+	}
 	if err := m.file.Truncate(n); err != nil {
 		return err
 	}

@@ -37,6 +37,10 @@ type Broker struct {
 	applyMu     sync.Mutex
 	viewChanged chan struct{}
 
+	// fatal receives the first error that makes the broker stop on its
+	// own (a log dir that cannot be written).
+	fatal chan error
+
 	// connsMu guards conns, the open client connections, closed on shutdown.
 	connsMu sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -76,6 +80,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		fetches:     newFetchSessions(),
 		conns:       make(map[net.Conn]struct{}),
 		viewChanged: make(chan struct{}),
+		fatal:       make(chan error, 1),
 	}, nil
 }
 
@@ -90,6 +95,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		RetentionCheck:    b.cfg.LogRetentionCheck,
 		BrokerID:          b.cfg.BrokerID,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
+	}
+	rcfg.OnStorageError = func(err error) {
+		select {
+		case b.fatal <- err:
+		default:
+		}
 	}
 	if b.cfg.ZookeeperConnect != "" {
 		rcfg.ISRWriter = &isrWriter{b: b}
@@ -205,12 +216,25 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 	}
 
-	<-ctx.Done()
-	b.logger.Info("shutting down")
-	if b.cluster != nil {
-		b.controlledShutdown()
+	var fatalErr error
+	select {
+	case <-ctx.Done():
+		b.logger.Info("shutting down")
+		if b.cluster != nil {
+			b.controlledShutdown()
+		}
+	case fatalErr = <-b.fatal:
+		// As Kafka halts when its log dirs fail: stop at once; the
+		// other replicas take over, and a restart recovers the logs.
+		b.logger.Error("log dir failed (disk full?): stopping the broker", "data", logDir, "err", fatalErr)
 	}
 	b.stopServing(listeners, cancelServe, &wg)
+	if fatalErr != nil {
+		if err := b.shutdownStorage(); err != nil {
+			b.logger.Error("closing logs after the failure", "err", err)
+		}
+		return fmt.Errorf("log dir %s failed: %w", logDir, fatalErr)
+	}
 	if err := b.shutdownStorage(); err != nil {
 		return err
 	}

@@ -38,6 +38,11 @@ type active struct {
 	md         *Metadata
 	zkVersions map[zk.TopicPartition]int32
 	senders    map[int32]*viewSender
+	// seq numbers the published views.
+	seq uint64
+	// brokerEpochs are the registrations' creation zxids: a changed one
+	// is a broker that restarted.
+	brokerEpochs map[int32]int64
 	// shuttingDown: brokers in controlled shutdown, never elected again
 	// until they re-register.
 	shuttingDown map[int32]bool
@@ -48,7 +53,7 @@ type active struct {
 func startActive(parent context.Context, c *Cluster, epoch, epochZkVersion int32) (*active, error) {
 	ctx, cancel := context.WithCancel(parent)
 	a := &active{c: c, epoch: epoch, epochZkVersion: epochZkVersion, ctx: ctx, cancel: cancel,
-		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}, shuttingDown: map[int32]bool{}}
+		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}, shuttingDown: map[int32]bool{}, brokerEpochs: map[int32]int64{}}
 	lctx, lcancel := context.WithTimeout(ctx, controllerWriteTimeout)
 	defer lcancel()
 	md, err := a.load(lctx)
@@ -105,6 +110,9 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		return nil, err
 	}
 	md.Brokers = brokerInfos(brokers)
+	for _, b := range brokers {
+		a.brokerEpochs[b.ID] = b.Epoch
+	}
 	names, err := store.Topics(ctx)
 	if err != nil {
 		return nil, err
@@ -201,17 +209,13 @@ func (a *active) uncleanFor(t *Topic) bool {
 // electAndPublishLocked re-elects every partition against the live
 // brokers of a.md, writes the changes and publishes the view.
 func (a *active) electAndPublishLocked(ctx context.Context) error {
-	live := map[int32]bool{}
-	for _, b := range a.md.Brokers {
-		live[b.ID] = !a.shuttingDown[b.ID]
-	}
-	isLive := func(id int32) bool { return live[id] }
+	isLive, isEligible := a.liveAndEligibleLocked()
 	next := a.md.clone()
 	var updates []zk.PartitionUpdate
 	for _, t := range next.Topics {
 		unclean := a.uncleanFor(t)
 		for p, ps := range t.Partitions {
-			elected, changed := electLeader(ps, isLive, unclean)
+			elected, changed := electLeader(ps, isLive, isEligible, unclean)
 			if !changed {
 				continue
 			}
@@ -274,6 +278,8 @@ func (a *active) publishLocked(next *Metadata) {
 			t.Partitions[p].PartitionEpoch = a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: int32(p)}]
 		}
 	}
+	a.seq++
+	next.Sequence = a.seq
 	a.md = next
 	req := EncodeUpdateMetadata(next, a.epoch)
 	live := map[int32]bool{}
@@ -331,7 +337,17 @@ func (a *active) onBrokersChanged() {
 		}
 		delete(before, b.ID)
 	}
+	for _, b := range brokers {
+		if old, ok := a.brokerEpochs[b.ID]; ok && old != b.Epoch && a.shuttingDown[b.ID] {
+			// Restarted between two reads: a new incarnation, no
+			// longer shutting down.
+			a.c.logger.Info("broker re-registered", "broker", b.ID)
+			delete(a.shuttingDown, b.ID)
+		}
+		a.brokerEpochs[b.ID] = b.Epoch
+	}
 	for id := range before {
+		delete(a.brokerEpochs, id)
 		if a.shuttingDown[id] {
 			a.c.logger.Info("broker left after a controlled shutdown", "broker", id)
 		} else {
@@ -343,6 +359,19 @@ func (a *active) onBrokersChanged() {
 	if err := a.electAndPublishLocked(ctx); err != nil {
 		a.c.logger.Error("re-electing after a broker change failed", "err", err)
 	}
+}
+
+// liveAndEligibleLocked returns two predicates over broker ids: live
+// (registered) and eligible (live and not in controlled shutdown: may lead
+// or join an ISR).
+func (a *active) liveAndEligibleLocked() (live, eligible func(int32) bool) {
+	registered := map[int32]bool{}
+	for _, b := range a.md.Brokers {
+		registered[b.ID] = true
+	}
+	live = func(id int32) bool { return registered[id] }
+	eligible = func(id int32) bool { return registered[id] && !a.shuttingDown[id] }
+	return live, eligible
 }
 
 // liveBrokersLocked lists the brokers new replicas may go to: live and not
@@ -421,6 +450,7 @@ func (a *active) deleteTopic(name string) error {
 		return a.storeErr(err)
 	}
 	next := a.md.clone()
+	next.markDeleted(next.Topics[name].ID)
 	delete(next.Topics, name)
 	for tp := range a.zkVersions {
 		if tp.Topic == name {
@@ -625,12 +655,9 @@ func (a *active) alterISR(leader int32, topic string, partition, leaderEpoch, pa
 	// A broker in controlled shutdown is not eligible either (KIP-841):
 	// its followers still fetch until it exits, and leaders must not
 	// take it back into the ISR the shutdown just took it out of.
-	live := map[int32]bool{}
-	for _, b := range a.md.Brokers {
-		live[b.ID] = !a.shuttingDown[b.ID]
-	}
+	_, eligible := a.liveAndEligibleLocked()
 	for _, id := range isr {
-		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !live[id]) {
+		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !eligible(id)) {
 			return cur, fmt.Errorf("%w: replica %d may not join the ISR of %s", kerr.IneligibleReplica, id, tp)
 		}
 	}
@@ -728,10 +755,7 @@ func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([
 			}
 		}
 	}
-	live := map[int32]bool{}
-	for _, b := range a.md.Brokers {
-		live[b.ID] = !a.shuttingDown[b.ID]
-	}
+	_, eligible := a.liveAndEligibleLocked()
 	next := a.md.clone()
 	var results []ElectionResult
 	var updates []zk.PartitionUpdate
@@ -749,16 +773,16 @@ func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([
 			switch {
 			case ps.Leader == want:
 				res.Err = kerr.ElectionNotNeeded
-			case !live[want] || !slices.Contains(ps.ISR, want):
+			case !eligible(want) || !slices.Contains(ps.ISR, want):
 				res.Err = kerr.PreferredLeaderNotAvailable
 			default:
 				ps.Leader = want
 				ps.LeaderEpoch++
 			}
 		} else {
-			if ps.Leader >= 0 && live[ps.Leader] {
+			if ps.Leader >= 0 && eligible(ps.Leader) {
 				res.Err = kerr.ElectionNotNeeded
-			} else if elected, changed := electLeader(*ps, func(id int32) bool { return live[id] }, true); changed && elected.Leader >= 0 {
+			} else if elected, changed := electLeader(*ps, eligible, eligible, true); changed && elected.Leader >= 0 {
 				if !slices.Contains(ps.ISR, elected.Leader) {
 					a.c.UncleanElections.Add(1)
 					a.c.logger.Warn("unclean leader election: records the new leader lacks are lost",

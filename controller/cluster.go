@@ -25,6 +25,10 @@ type ClusterConfig struct {
 	// every LeaderImbalanceCheck (auto.leader.rebalance.enable).
 	AutoLeaderRebalance  bool
 	LeaderImbalanceCheck time.Duration
+	// OnSessionLost is called when the ZooKeeper session expired: the
+	// broker stops leading until the controller's next view (it may have
+	// been replaced meanwhile), so it acknowledges nothing as a zombie.
+	OnSessionLost func()
 }
 
 // Cluster is this broker's control plane in a ZooKeeper cluster. Every
@@ -40,9 +44,10 @@ type Cluster struct {
 	view atomic.Pointer[Metadata]
 
 	// viewMu serialises applying views, so subscribers see them in order;
-	// it guards seenEpoch.
+	// it guards seenEpoch and seenSeq.
 	viewMu      sync.Mutex
 	seenEpoch   int32
+	seenSeq     uint64
 	subscribers []func(*Metadata) // set before Start, then read-only
 
 	// activeMu guards active: non-nil while this broker is the controller.
@@ -94,7 +99,10 @@ func (c *Cluster) ApplyUpdate(controllerEpoch int32, md *Metadata) error {
 	if controllerEpoch < c.seenEpoch {
 		return fmt.Errorf("%w: update from controller epoch %d, already at %d", kerr.StaleControllerEpoch, controllerEpoch, c.seenEpoch)
 	}
-	c.seenEpoch = controllerEpoch
+	if controllerEpoch == c.seenEpoch && md.Sequence != 0 && md.Sequence <= c.seenSeq {
+		return nil // an older view of this controller, delivered late: a newer one is applied
+	}
+	c.seenEpoch, c.seenSeq = controllerEpoch, md.Sequence
 	if md.ClusterID == "" {
 		md.ClusterID = c.view.Load().ClusterID
 	}
@@ -151,6 +159,9 @@ func (c *Cluster) run() {
 		case <-c.stop:
 			return
 		default:
+		}
+		if c.cfg.OnSessionLost != nil {
+			c.cfg.OnSessionLost()
 		}
 		// The session expired: wait for a new one, then register again.
 		for {

@@ -177,6 +177,7 @@ func (c *Controller) DeleteTopic(name string) error {
 		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
 	}
 	md := cur.clone()
+	md.markDeleted(md.Topics[name].ID)
 	delete(md.Topics, name)
 	if err := c.commitLocked(md); err != nil {
 		return err

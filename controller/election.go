@@ -16,7 +16,11 @@ import "slices"
 //
 // The leader epoch rises whenever the leader changes. changed reports
 // whether anything differs from ps.
-func electLeader(ps PartitionState, live func(int32) bool, unclean bool) (next PartitionState, changed bool) {
+//
+// live says a broker is registered; eligible, that it may become leader
+// (live and not in controlled shutdown): a shutting-down leader keeps the
+// partitions nobody else can take, so they stay available until it exits.
+func electLeader(ps PartitionState, live, eligible func(int32) bool, unclean bool) (next PartitionState, changed bool) {
 	next = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.PartitionEpoch}
 	if ps.Leader >= 0 && live(ps.Leader) {
 		isr := slices.DeleteFunc(slices.Clone(ps.ISR), func(id int32) bool { return !live(id) })
@@ -29,7 +33,7 @@ func electLeader(ps PartitionState, live func(int32) bool, unclean bool) (next P
 	newLeader := int32(-1)
 	var newISR []int32
 	for _, r := range ps.Replicas {
-		if live(r) && slices.Contains(ps.ISR, r) {
+		if eligible(r) && slices.Contains(ps.ISR, r) {
 			newLeader = r
 			break
 		}
@@ -42,7 +46,7 @@ func electLeader(ps PartitionState, live func(int32) bool, unclean bool) (next P
 		}
 	} else if unclean {
 		for _, r := range ps.Replicas {
-			if live(r) {
+			if eligible(r) {
 				newLeader, newISR = r, []int32{r}
 				break
 			}

@@ -39,12 +39,19 @@ func TestElectLeader(t *testing.T) {
 			mk([]int32{7}, -1, 1, []int32{7}), true},
 	}
 	for _, c := range cases {
-		got, changed := electLeader(c.ps, liveSet(c.live...), c.unclean)
+		got, changed := electLeader(c.ps, liveSet(c.live...), liveSet(c.live...), c.unclean)
 		if changed != c.changed || got.Leader != c.want.Leader || got.LeaderEpoch != c.want.LeaderEpoch || !slices.Equal(got.ISR, c.want.ISR) {
 			t.Errorf("%s: got %+v changed=%v, want %+v changed=%v", c.name, got, changed, c.want, c.changed)
 		}
 		if len(got.ISR) == 0 {
 			t.Errorf("%s: the ISR must never be empty", c.name)
 		}
+	}
+	// A leader in controlled shutdown (live, not eligible) keeps a
+	// partition no other ISR member can take.
+	ps := mk([]int32{1, 2}, 1, 3, []int32{1})
+	got, changed := electLeader(ps, liveSet(1, 2), liveSet(2), false)
+	if changed || got.Leader != 1 {
+		t.Errorf("shutting-down sole ISR leader was demoted: %+v", got)
 	}
 }

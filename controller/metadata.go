@@ -40,6 +40,30 @@ type Metadata struct {
 	ControllerID int32             `json:"controller_id"`
 	Brokers      []BrokerInfo      `json:"brokers"`
 	Topics       map[string]*Topic `json:"topics"`
+	// DeletedTopicIDs are topics deleted by DeleteTopics (newest last, at
+	// most maxDeletedTopicIDs): brokers delete the data of these only. A
+	// topic merely absent from a view (a damaged znode, a view from an
+	// older controller) keeps its data.
+	DeletedTopicIDs [][16]byte `json:"deleted_topic_ids,omitempty"`
+	// Sequence numbers the views one controller epoch publishes, so a
+	// broker never applies an older view after a newer one.
+	Sequence uint64 `json:"-"`
+}
+
+// maxDeletedTopicIDs bounds Metadata.DeletedTopicIDs.
+const maxDeletedTopicIDs = 1000
+
+// IsDeleted reports whether the topic with id was deleted.
+func (m *Metadata) IsDeleted(id [16]byte) bool {
+	return slices.Contains(m.DeletedTopicIDs, id)
+}
+
+// markDeleted records a deleted topic id.
+func (m *Metadata) markDeleted(id [16]byte) {
+	m.DeletedTopicIDs = append(m.DeletedTopicIDs, id)
+	if n := len(m.DeletedTopicIDs); n > maxDeletedTopicIDs {
+		m.DeletedTopicIDs = slices.Clone(m.DeletedTopicIDs[n-maxDeletedTopicIDs:])
+	}
 }
 
 // Broker returns the broker with id.
@@ -69,6 +93,8 @@ func (m *Metadata) clone() *Metadata {
 		ControllerID: m.ControllerID,
 		Brokers:      slices.Clone(m.Brokers),
 		Topics:       make(map[string]*Topic, len(m.Topics)),
+
+		DeletedTopicIDs: slices.Clone(m.DeletedTopicIDs),
 	}
 	for name, t := range m.Topics {
 		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -19,6 +20,8 @@ const (
 	updateMetadataVersion = 7
 	tagTopicConfigs       = 0x6b62 // JSON object of the topic's overrides
 	tagClusterID          = 0x6b63 // the cluster id
+	tagDeletedTopics      = 0x6b64 // deleted topic ids, 16 bytes each
+	tagViewSequence       = 0x6b65 // big-endian uint64: the view's number within the controller epoch
 )
 
 // EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
@@ -29,6 +32,14 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 	req.ControllerEpoch = controllerEpoch
 	req.BrokerEpoch = -1
 	req.UnknownTags.Set(tagClusterID, []byte(md.ClusterID))
+	req.UnknownTags.Set(tagViewSequence, binary.BigEndian.AppendUint64(nil, md.Sequence))
+	if len(md.DeletedTopicIDs) > 0 {
+		ids := make([]byte, 0, 16*len(md.DeletedTopicIDs))
+		for _, id := range md.DeletedTopicIDs {
+			ids = append(ids, id[:]...)
+		}
+		req.UnknownTags.Set(tagDeletedTopics, ids)
+	}
 	live := map[int32]bool{}
 	for _, b := range md.Brokers {
 		live[b.ID] = true
@@ -83,8 +94,17 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 	}
 	md := &Metadata{ControllerID: req.ControllerID, Topics: map[string]*Topic{}}
 	req.UnknownTags.Each(func(tag uint32, v []byte) {
-		if tag == tagClusterID {
+		switch tag {
+		case tagClusterID:
 			md.ClusterID = string(v)
+		case tagViewSequence:
+			if len(v) == 8 {
+				md.Sequence = binary.BigEndian.Uint64(v)
+			}
+		case tagDeletedTopics:
+			for ; len(v) >= 16; v = v[16:] {
+				md.DeletedTopicIDs = append(md.DeletedTopicIDs, [16]byte(v[:16]))
+			}
 		}
 	})
 	for _, lb := range req.LiveBrokers {

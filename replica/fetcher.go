@@ -56,7 +56,11 @@ func (fm *fetcherManager) add(p *Partition, leaderID int32, addr string) {
 		}
 	}
 	f := fm.fetchers[leaderID]
+	var moved []*fetchPart
 	if f != nil && f.addr != addr {
+		// The leader moved to another address: its other partitions
+		// move to the new fetcher too (and re-check divergence).
+		moved = f.snapshot()
 		f.stop()
 		delete(fm.fetchers, leaderID)
 		f = nil
@@ -64,6 +68,11 @@ func (fm *fetcherManager) add(p *Partition, leaderID int32, addr string) {
 	if f == nil {
 		f = newFetcher(fm.m, leaderID, addr)
 		fm.fetchers[leaderID] = f
+	}
+	for _, fp := range moved {
+		if fp.p.tp != p.tp {
+			f.addPartition(fp.p)
+		}
 	}
 	fm.assigned[p.tp] = leaderID
 	f.addPartition(p)
@@ -194,6 +203,7 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 	req.ReplicaID = f.m.cfg.BrokerID
 	type pending struct {
 		fp         *fetchPart
+		leader     leaderRef
 		localEpoch int32
 	}
 	byTopic := map[string]int{}
@@ -202,7 +212,7 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 		if !fp.truncate {
 			continue
 		}
-		_, _, leaderEpoch, last, ok := fp.p.followerFetchPosition()
+		_, _, leader, last, ok := fp.p.followerFetchPosition()
 		if !ok {
 			continue
 		}
@@ -219,9 +229,9 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 			byTopic[fp.p.tp.Topic] = i
 		}
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = fp.p.tp.Partition, leaderEpoch, last
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = fp.p.tp.Partition, leader.epoch, last
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		waiting = append(waiting, pending{fp, last})
+		waiting = append(waiting, pending{fp, leader, last})
 	}
 	if len(waiting) == 0 {
 		return nil
@@ -247,10 +257,11 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 			// Not (yet) the leader there: retry later.
 			continue
 		}
-		if err := w.fp.p.truncateToLeader(w.localEpoch, r.LeaderEpoch, r.EndOffset); err != nil {
+		done, err := w.fp.p.truncateToLeader(w.leader, w.localEpoch, r.LeaderEpoch, r.EndOffset)
+		if err != nil {
 			return err
 		}
-		w.fp.truncate = false
+		w.fp.truncate = !done
 	}
 	return nil
 }
@@ -266,11 +277,12 @@ func (f *fetcher) fetchOnce(parts []*fetchPart) error {
 	req.SessionID, req.SessionEpoch = 0, -1
 	byTopic := map[string]int{}
 	ready := map[TopicPartition]*fetchPart{}
+	sentTo := map[TopicPartition]leaderRef{}
 	for _, fp := range parts {
 		if fp.truncate {
 			continue
 		}
-		offset, logStart, leaderEpoch, last, ok := fp.p.followerFetchPosition()
+		offset, logStart, leader, last, ok := fp.p.followerFetchPosition()
 		if !ok {
 			continue
 		}
@@ -284,10 +296,11 @@ func (f *fetcher) fetchOnce(parts []*fetchPart) error {
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.LogStartOffset = fp.p.tp.Partition, offset, logStart
-		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = leaderEpoch, last
+		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = leader.epoch, last
 		rp.PartitionMaxBytes = replicaFetchPartitionMax
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		ready[fp.p.tp] = fp
+		sentTo[fp.p.tp] = leader
 	}
 	if len(ready) == 0 {
 		select {
@@ -308,36 +321,60 @@ func (f *fetcher) fetchOnce(parts []*fetchPart) error {
 		return err
 	}
 	var firstErr error
+	failed, answered := 0, 0
 	for _, t := range fr.Topics {
 		for _, rp := range t.Partitions {
-			fp := ready[TopicPartition{t.Topic, rp.Partition}]
+			tp := TopicPartition{t.Topic, rp.Partition}
+			fp := ready[tp]
 			if fp == nil {
 				continue
 			}
+			answered++
+			if rp.ErrorCode != 0 {
+				failed++
+			}
+			leader := sentTo[tp]
 			switch err := kerr.ErrorForCode(rp.ErrorCode); {
 			case err == nil:
 			case errors.Is(err, kerr.OffsetOutOfRange):
 				// Below the leader's log start (retention, DeleteRecords):
 				// start over from there. Otherwise we have more than the
 				// leader: find the divergence again.
-				if offset, _, _, _, ok := fp.p.followerFetchPosition(); ok && rp.LogStartOffset > offset {
-					if err := fp.p.restartAt(rp.LogStartOffset); err != nil && firstErr == nil {
+				offset, _, _, _, ok := fp.p.followerFetchPosition()
+				switch {
+				case ok && rp.LogStartOffset > offset:
+					if err := fp.p.restartAt(leader, rp.LogStartOffset); err != nil && firstErr == nil {
 						firstErr = err
 					}
-					continue
+				case ok && rp.HighWatermark >= 0 && offset > rp.HighWatermark:
+					// Beyond the leader's committed end (Kafka's
+					// handleOutOfRange): cut back to it, then fetch.
+					if err := fp.p.truncateAbove(leader, rp.HighWatermark); err != nil && firstErr == nil {
+						firstErr = err
+					}
+				default:
+					fp.truncate = true
 				}
-				fp.truncate = true
 				continue
 			default:
 				// NOT_LEADER, FENCED or UNKNOWN leader epoch: the
 				// controller's next view moves us; keep trying.
 				continue
 			}
-			if _, err := fp.p.appendAsFollower(rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset); err != nil && firstErr == nil {
+			if _, err := fp.p.appendAsFollower(leader, rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset); err != nil && firstErr == nil {
 				firstErr = err
 				fp.truncate = true
 			}
 		}
 	}
+	if firstErr == nil && answered > 0 && failed == answered {
+		// Every partition errored (views still disagree on who leads):
+		// back off instead of spinning.
+		return errAllPartitionsFailed
+	}
 	return firstErr
 }
+
+// errAllPartitionsFailed makes the fetcher back off when a whole response
+// was errors.
+var errAllPartitionsFailed = errors.New("every partition in the fetch response had an error")

@@ -43,32 +43,52 @@ func (m *Manager) MakeFollower(tp TopicPartition, topicID [16]byte, leaderID, le
 	return p, nil
 }
 
+// Following reports whether this replica follows a leader.
+func (p *Partition) Following() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.isLeader && p.leaderID >= 0
+}
+
+// leaderRef names the leader (and its epoch) a follower request was sent
+// to: its answer applies only while the replica still follows that leader
+// at that epoch.
+type leaderRef struct {
+	id    int32
+	epoch int32
+}
+
+func (p *Partition) followsLocked(l leaderRef) bool {
+	return !p.isLeader && p.leaderID == l.id && p.leaderEpoch == l.epoch
+}
+
 // followerFetchPosition is what the fetcher asks the leader for.
-func (p *Partition) followerFetchPosition() (fetchOffset, logStart int64, leaderEpoch, lastFetchedEpoch int32, ok bool) {
+func (p *Partition) followerFetchPosition() (fetchOffset, logStart int64, leader leaderRef, lastFetchedEpoch int32, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.isLeader || p.leaderID < 0 {
-		return 0, 0, 0, 0, false
+		return 0, 0, leaderRef{}, 0, false
 	}
 	last, has := p.log.LatestEpoch()
 	if !has {
 		last = -1
 	}
-	return p.log.EndOffset(), p.log.StartOffset(), p.leaderEpoch, last, true
+	return p.log.EndOffset(), p.log.StartOffset(), leaderRef{p.leaderID, p.leaderEpoch}, last, true
 }
 
 // truncateToLeader cuts the log where it diverges from the leader's:
 // leaderEnd is the leader's end offset for leaderEpochFound, the latest
 // epoch both know (OffsetForLeaderEpoch). Whatever this replica has beyond
 // is a suffix the leader never had; it is logged and removed.
-func (p *Partition) truncateToLeader(localEpoch, leaderEpochFound int32, leaderEnd int64) error {
+func (p *Partition) truncateToLeader(leader leaderRef, localEpoch, leaderEpochFound int32, leaderEnd int64) (done bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.isLeader {
-		return nil
+	if !p.followsLocked(leader) {
+		return true, nil // the answer is from a leader we no longer follow
 	}
 	leo := p.log.EndOffset()
 	target := leo
+	done = true
 	switch {
 	case leaderEpochFound < 0 || leaderEnd < 0:
 		// The leader knows none of our epochs: keep what is committed.
@@ -77,33 +97,55 @@ func (p *Partition) truncateToLeader(localEpoch, leaderEpochFound int32, leaderE
 		target = min(leaderEnd, leo)
 	default:
 		// The leader's latest common epoch is older than ours: our end
-		// for that epoch bounds it too.
-		_, localEnd := p.log.EndOffsetForEpoch(leaderEpochFound)
+		// for that epoch bounds it too. If we do not have that very
+		// epoch, the logs may diverge earlier still: cut here and ask
+		// again with our new latest epoch (Kafka iterates the same way).
+		foundLocal, localEnd := p.log.EndOffsetForEpoch(leaderEpochFound)
 		if localEnd < 0 {
 			localEnd = leo
 		}
 		target = min(leaderEnd, localEnd, leo)
+		done = foundLocal == leaderEpochFound
 	}
 	if target >= leo {
-		return nil
+		return done, nil
 	}
 	p.logger.Warn("truncating the suffix the leader does not have", "from", target, "to", leo, "records_dropped", leo-target, "leader", p.leaderID)
+	return done, p.truncateLocked(target)
+}
+
+// truncateAbove cuts the log back to offset, for a follower ahead of what
+// its leader has committed.
+func (p *Partition) truncateAbove(leader leaderRef, offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.followsLocked(leader) || offset >= p.log.EndOffset() {
+		return nil
+	}
+	p.logger.Warn("follower is ahead of its leader: truncating", "from", offset, "to", p.log.EndOffset())
+	return p.truncateLocked(offset)
+}
+
+// truncateLocked removes everything from target on, with the producer
+// state and high watermark that depended on it.
+func (p *Partition) truncateLocked(target int64) error {
 	if err := p.log.TruncateTo(target); err != nil {
 		return fmt.Errorf("truncate %s to %d: %w", p.tp, target, err)
 	}
 	p.producers.truncateFrom(p.log.EndOffset())
-	if p.highWatermark > p.log.EndOffset() {
-		p.highWatermark = p.log.EndOffset()
-	}
+	p.highWatermark = min(p.highWatermark, p.log.EndOffset())
 	p.notifyLocked()
 	return nil
 }
 
 // restartAt empties the log and starts it at offset, for a follower whose
 // position the leader no longer has.
-func (p *Partition) restartAt(offset int64) error {
+func (p *Partition) restartAt(leader leaderRef, offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.followsLocked(leader) {
+		return nil
+	}
 	p.logger.Warn("follower is below the leader's log start: restarting the log there", "offset", offset)
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
 		return fmt.Errorf("restart %s at %d: %w", p.tp, offset, err)
@@ -117,7 +159,7 @@ func (p *Partition) restartAt(offset int64) error {
 // appendAsFollower appends batches copied from the leader as they are
 // (offsets and epochs already set), then takes the leader's high watermark
 // and log start offset.
-func (p *Partition) appendAsFollower(records []byte, leaderHW, leaderLogStart int64) (int, error) {
+func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW, leaderLogStart int64) (int, error) {
 	batches, headers, err := recordbatch.Split(records)
 	if err != nil {
 		// A fetch response may end with a partial batch when the leader
@@ -129,8 +171,8 @@ func (p *Partition) appendAsFollower(records []byte, leaderHW, leaderLogStart in
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.isLeader {
-		return 0, nil
+	if !p.followsLocked(leader) {
+		return 0, nil // fetched from a leader we no longer follow: drop it
 	}
 	appended := 0
 	for i, batch := range batches {

@@ -108,6 +108,7 @@ func (p *Partition) MaybeShrinkISR(now time.Time, lagMax time.Duration) {
 // and applies what the controller stored.
 func (p *Partition) alterISRLocked(next []int32, kind string) {
 	p.isrChangeInFlight = true
+	p.pendingISR = next
 	epoch, partitionEpoch := p.leaderEpoch, p.partitionEpoch
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), isrWriteTimeout)
@@ -115,7 +116,11 @@ func (p *Partition) alterISRLocked(next []int32, kind string) {
 		isr, newEpoch, err := p.isrs.AlterISR(ctx, p.tp, epoch, partitionEpoch, next)
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if p.leaderEpoch != epoch {
+			return // a new leadership reset the in-flight state
+		}
 		p.isrChangeInFlight = false
+		p.pendingISR = nil
 		if err != nil {
 			p.logger.Warn("ISR change refused", "kind", kind, "new_isr", next, "err", err)
 			return

@@ -118,7 +118,18 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 	if p, ok := m.partitions[tp]; ok {
 		return p, nil
 	}
-	log, err := segment.Open(m.PartitionDir(tp), cfg.Log, m.cleanShutdown, m.logger.With("partition", tp.String()))
+	dir := m.PartitionDir(tp)
+	if recorded, ok, err := readPartitionTopicID(dir); err != nil {
+		m.logger.Warn("unreadable partition.metadata; keeping the log", "partition", tp.String(), "err", err)
+	} else if ok && recorded != topicID && topicID != ([16]byte{}) {
+		// The log belongs to an earlier topic of the same name, deleted
+		// while this broker did not hear of it.
+		m.logger.Warn("log belongs to a deleted topic of the same name: removing it", "partition", tp.String())
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("remove stale log of %s: %w", tp, err)
+		}
+	}
+	log, err := segment.Open(dir, cfg.Log, m.cleanShutdown, m.logger.With("partition", tp.String()))
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", tp, err)
 	}
@@ -157,6 +168,12 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		log.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s: %w", tp, err)
 	}
+	if topicID != ([16]byte{}) {
+		if err := writePartitionTopicID(dir, topicID); err != nil {
+			log.Close()
+			return nil, fmt.Errorf("write partition.metadata of %s: %w", tp, err)
+		}
+	}
 	m.partitions[tp] = p
 	return p, nil
 }
@@ -189,6 +206,7 @@ func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch, p
 	p.isLeader = true
 	p.leaderID = -1
 	p.leaderEpoch = leaderEpoch
+	p.isrChangeInFlight, p.pendingISR = false, nil
 	p.partitionEpoch = partitionEpoch
 	p.isr = slices.Clone(isr)
 	// Followers in the ISR start as caught up now (Kafka resets them to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,11 @@ type Partition struct {
 	// isrChangeInFlight: an ISR change request is with the controller;
 	// no second one is sent meanwhile.
 	isrChangeInFlight bool
+	// pendingISR is the ISR an in-flight change asks for. While an
+	// expansion is pending, the high watermark waits for the joining
+	// follower too (Kafka's maximal ISR, KIP-497), so nothing commits
+	// without a replica that may lead once the change lands.
+	pendingISR []int32
 	// leaderID is the leader this replica follows (-1 when leading or
 	// when there is none).
 	leaderID      int32
@@ -227,7 +233,11 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 // log end offset among ISR members (only forward). It reports whether it
 // moved.
 func (p *Partition) maybeIncrementHighWatermarkLocked() bool {
-	hw := highWatermarkFor(p.self, p.log.EndOffset(), p.highWatermark, p.isr, p.followers)
+	isr := p.isr
+	if len(p.pendingISR) > 0 {
+		isr = union(p.isr, p.pendingISR)
+	}
+	hw := highWatermarkFor(p.self, p.log.EndOffset(), p.highWatermark, isr, p.followers)
 	if hw > p.highWatermark {
 		p.highWatermark = hw
 		return true
@@ -297,6 +307,22 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	return res, nil
 }
 
+// ReadToLogEnd reads from offset up to the log end offset, for the
+// leader's own use (loading group state), not for clients.
+func (p *Partition) ReadToLogEnd(offset int64, maxBytes int) (ReadResult, error) {
+	st := p.State()
+	res := ReadResult{State: st}
+	if offset >= st.LogEndOffset {
+		return res, nil
+	}
+	recs, err := p.log.Read(offset, maxBytes, st.LogEndOffset, true)
+	if err != nil {
+		return res, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
+	}
+	res.Records = recs
+	return res, nil
+}
+
 // DeleteRecordsBefore raises the log start offset (DeleteRecords). offset -1
 // means the high watermark.
 func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
@@ -358,4 +384,15 @@ func (p *Partition) storageFailed(err error) error {
 		p.onStorageError(err)
 	}
 	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+}
+
+// union is a ∪ b, in a's order then b's.
+func union(a, b []int32) []int32 {
+	out := slices.Clone(a)
+	for _, id := range b {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

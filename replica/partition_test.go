@@ -142,3 +142,32 @@ func TestWaitForHighWatermarkEndsOnLeadershipLoss(t *testing.T) {
 	}
 	m.Close()
 }
+
+// A log left by a deleted topic of the same name (another topic id) is not
+// taken for the new topic's.
+func TestStaleLogOfRecreatedTopicRemoved(t *testing.T) {
+	dir := t.TempDir()
+	m, p := openLeader(t, dir) // topic id {1}
+	b, h := idempotentBatch(-1, -1, 3)
+	if _, err := p.AppendAsLeader(b, h, 1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(Config{LogDir: dir}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err = m.MakeLeader(TopicPartition{"t", 0}, [16]byte{2}, 0, 0, []int32{0}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leo := p.State().LogEndOffset; leo != 0 {
+		t.Fatalf("recreated topic sees the old log: LEO %d", leo)
+	}
+	if _, err := p.AppendAsLeader(b, h, 1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}

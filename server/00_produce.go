@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"time"
 
@@ -67,6 +68,11 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 				setErr(kerr.InvalidRequiredAcks)
 				continue
 			}
+			if rt.Topic == offsetsTopic {
+				// Kafka refuses client writes to its internal topics.
+				setErr(fmt.Errorf("%w: cannot produce to internal topic %s", kerr.InvalidTopicException, offsetsTopic))
+				continue
+			}
 			part, err := b.produceTarget(rt.Topic, rp.Partition)
 			if err != nil {
 				setErr(err)
@@ -91,6 +97,15 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 		}
 	}
 	if req.Acks == 0 {
+		// No answer; but on an error Kafka closes the connection, so the
+		// client refreshes its metadata instead of writing on blindly.
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				if sp.ErrorCode != 0 {
+					return nil, fmt.Errorf("acks=0 produce to %s[%d] failed: %w", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
+				}
+			}
+		}
 		return nil, nil
 	}
 	if len(waits) > 0 {

@@ -31,20 +31,25 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 	defer b.applyMu.Unlock()
 	defer b.viewChangedLocked()
 	var errs []error
-	// replicaHere: partitions this broker is assigned; data of any other
-	// hosted partition (deleted topic, moved replica) is removed.
+	// replicaHere: partitions this broker is assigned. Other hosted
+	// partitions stop serving; their data is removed only when their
+	// topic was deleted (never because a view lacks them).
 	replicaHere := make(map[replica.TopicPartition]bool)
 	for _, t := range md.Topics {
+		for i, ps := range t.Partitions {
+			if slices.Contains(ps.Replicas, b.self.ID) {
+				replicaHere[replica.TopicPartition{Topic: t.Name, Partition: int32(i)}] = true
+			}
+		}
 		pcfg, err := b.partitionConfig(t.Configs)
 		if err != nil {
+			// Keep serving as before rather than act on a config we
+			// cannot read.
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
 			continue
 		}
 		for i, ps := range t.Partitions {
 			tp := replica.TopicPartition{Topic: t.Name, Partition: int32(i)}
-			if slices.Contains(ps.Replicas, b.self.ID) {
-				replicaHere[tp] = true
-			}
 			part, hosted := b.replicas.Get(tp)
 			wasLeader := hosted && part.State().IsLeader
 			if ps.Leader != b.self.ID {
@@ -82,9 +87,16 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 		if tp.Topic == offsetsTopic {
 			b.groups.Resign(tp.Partition)
 		}
-		if err := b.replicas.Remove(tp, true); err != nil {
-			errs = append(errs, err)
+		if md.IsDeleted(p.TopicID()) {
+			if err := b.replicas.Remove(tp, true); err != nil {
+				errs = append(errs, err)
+			}
+			continue
 		}
+		if p.State().IsLeader || p.Following() {
+			b.logger.Warn("partition missing from the cluster view: no longer served, data kept", "partition", tp.String())
+		}
+		b.replicas.StopLeading(tp)
 	}
 	return errors.Join(errs...)
 }
@@ -208,7 +220,10 @@ func (o *offsetsLog) ReadAll(ctx context.Context, partition int32, fn func(batch
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := part.Read(offset, 1<<20, true, -1)
+		// Up to the log end, not the high watermark, as Kafka's group
+		// loading: right after an election the high watermark may still
+		// lag (after a restart it starts at the log start).
+		res, err := part.ReadToLogEnd(offset, 1<<20)
 		if err != nil {
 			return err
 		}

@@ -117,12 +117,24 @@ func (b *Broker) Run(ctx context.Context) error {
 	} else {
 		mode = "zookeeper cluster"
 		b.cluster, err = controller.NewCluster(ctx, controller.ClusterConfig{
-			Self:                 b.self,
-			ZookeeperConnect:     b.cfg.ZookeeperConnect,
-			SessionTimeout:       b.cfg.ZookeeperSessionTimeout,
-			ConnectionTimeout:    b.cfg.ZookeeperConnectionTimeout,
-			UncleanDefault:       b.cfg.UncleanLeaderElectionEnable,
-			AutoLeaderRebalance:  b.cfg.AutoLeaderRebalanceEnable,
+			Self:                b.self,
+			ZookeeperConnect:    b.cfg.ZookeeperConnect,
+			SessionTimeout:      b.cfg.ZookeeperSessionTimeout,
+			ConnectionTimeout:   b.cfg.ZookeeperConnectionTimeout,
+			UncleanDefault:      b.cfg.UncleanLeaderElectionEnable,
+			AutoLeaderRebalance: b.cfg.AutoLeaderRebalanceEnable,
+			OnSessionLost: func() {
+				b.logger.Warn("ZooKeeper session lost: serving no partition as leader until the controller's next view")
+				for _, p := range b.replicas.All() {
+					if !p.State().IsLeader {
+						continue
+					}
+					if tp := p.TopicPartition(); tp.Topic == offsetsTopic {
+						b.groups.Resign(tp.Partition)
+					}
+					b.replicas.StopLeading(p.TopicPartition())
+				}
+			},
 			LeaderImbalanceCheck: b.cfg.LeaderImbalanceCheck,
 		}, b.logger.With("component", "controller"))
 		b.controller = b.cluster

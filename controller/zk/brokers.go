@@ -146,7 +146,9 @@ func (s *Store) Brokers(ctx context.Context) ([]BrokerInfo, error) {
 // WatchBrokers delivers the sorted ids of the live brokers now and after
 // every change of /brokers/ids's children (a child watch, as Kafka's
 // BrokerChangeHandler), until ctx ends; then it closes the channel. Only
-// the latest set is kept for a slow reader.
+// the latest set is kept for a slow reader. Every change is delivered,
+// even when the set of ids looks the same: a broker that re-registered
+// quickly is a new incarnation (compare broker epochs).
 func (s *Store) WatchBrokers(ctx context.Context) (<-chan []int32, error) {
 	return watchLoop(ctx, s, func() ([]int32, <-chan gozk.Event, error) {
 		names, _, ev, err := s.conn.ChildrenW(s.abs(BrokerIDsPath))
@@ -155,5 +157,5 @@ func (s *Store) WatchBrokers(ctx context.Context) (<-chan []int32, error) {
 		}
 		ids, err := s.parseBrokerIDs(names)
 		return ids, ev, err
-	}, slices.Equal[[]int32])
+	}, func(a, b []int32) bool { return false })
 }

@@ -1,0 +1,49 @@
+package replica
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// partitionMetadataFile is Kafka's per-partition file naming the topic id
+// the log belongs to (KIP-516), so a log left from a deleted topic is never
+// taken for a new topic of the same name.
+const partitionMetadataFile = "partition.metadata"
+
+// readPartitionTopicID returns the topic id recorded in dir, and whether
+// one was.
+func readPartitionTopicID(dir string) ([16]byte, bool, error) {
+	data, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile))
+	if os.IsNotExist(err) {
+		return [16]byte{}, false, nil
+	}
+	if err != nil {
+		return [16]byte{}, false, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		v, ok := strings.CutPrefix(line, "topic_id: ")
+		if !ok {
+			continue
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(v))
+		if err != nil || len(raw) != 16 {
+			return [16]byte{}, false, fmt.Errorf("%s: bad topic_id %q", filepath.Join(dir, partitionMetadataFile), v)
+		}
+		return [16]byte(raw), true, nil
+	}
+	return [16]byte{}, false, fmt.Errorf("%s: no topic_id", filepath.Join(dir, partitionMetadataFile))
+}
+
+// writePartitionTopicID records the topic id in dir (temp file + rename).
+func writePartitionTopicID(dir string, id [16]byte) error {
+	path := filepath.Join(dir, partitionMetadataFile)
+	tmp := path + ".tmp"
+	body := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) + "\n"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kbroker/kbroker/protocol"

@@ -239,11 +239,13 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 		minOne := total == 0
 		var res replica.ReadResult
 		var err error
-		if limit > 0 || minOne {
+		// A follower's fetch always records its position, even past the
+		// byte budget, or its caught-up time would go stale.
+		if limit > 0 || minOne || replicaID >= 0 {
 			if replicaID >= 0 {
 				// A follower: reads up to the log end, and its position
 				// moves the high watermark and its ISR membership.
-				res, err = t.part.ReadForFollower(replicaID, t.sp.fetchOffset, limit, t.sp.currentLeaderEpoch, now)
+				res, err = t.part.ReadForFollower(replicaID, t.sp.fetchOffset, max(limit, 0), t.sp.currentLeaderEpoch, now)
 			} else {
 				res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch)
 			}

@@ -2,12 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
-	"net"
-	"strconv"
 	"time"
 
-	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -82,13 +78,10 @@ func (b *Broker) requestControlledShutdown(ctx context.Context) (int, error) {
 	if b.cluster.IsController() {
 		return b.cluster.ControlledShutdown(b.self.ID)
 	}
-	md := b.controller.Metadata()
-	ctrl, ok := md.Broker(md.ControllerID)
-	if !ok {
-		return -1, errors.New("no controller known")
+	conn, _, err := b.controllerConn()
+	if err != nil {
+		return -1, err
 	}
-	conn := kafkaconn.New(net.JoinHostPort(ctrl.Host, strconv.Itoa(int(ctrl.Port))), "kbroker-"+strconv.Itoa(int(b.self.ID)))
-	defer conn.Close()
 	req := kmsg.NewPtrControlledShutdownRequest()
 	req.Version = 3
 	req.BrokerID, req.BrokerEpoch = b.self.ID, -1

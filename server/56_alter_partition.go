@@ -3,12 +3,7 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"strconv"
-	"sync"
 
-	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,10 +53,6 @@ func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq 
 // this broker is the controller, else with AlterPartition.
 type isrWriter struct {
 	b *Broker
-
-	// mu guards conn, the connection to the current controller.
-	mu   sync.Mutex
-	conn *kafkaconn.Conn
 }
 
 func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
@@ -73,7 +64,7 @@ func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, lea
 		}
 		return ps.ISR, ps.PartitionEpoch, nil
 	}
-	conn, err := w.controllerConn()
+	conn, _, err := b.controllerConn()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -105,23 +96,4 @@ func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, lea
 		}
 	}
 	return nil, 0, errors.New("AlterPartition response without the partition")
-}
-
-// controllerConn returns a connection to the current controller.
-func (w *isrWriter) controllerConn() (*kafkaconn.Conn, error) {
-	md := w.b.controller.Metadata()
-	ctrl, ok := md.Broker(md.ControllerID)
-	if !ok {
-		return nil, fmt.Errorf("%w: no controller known", kerr.NotController)
-	}
-	addr := net.JoinHostPort(ctrl.Host, strconv.Itoa(int(ctrl.Port)))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.conn == nil || w.conn.Addr() != addr {
-		if w.conn != nil {
-			w.conn.Close()
-		}
-		w.conn = kafkaconn.New(addr, "kbroker-isr-"+strconv.Itoa(int(w.b.self.ID)))
-	}
-	return w.conn, nil
 }

@@ -37,6 +37,10 @@ type Broker struct {
 	applyMu     sync.Mutex
 	viewChanged chan struct{}
 
+	// ctrlConnMu guards ctrlConn, the connection to the controller.
+	ctrlConnMu sync.Mutex
+	ctrlConn   *kafkaconn.Conn
+
 	// fatal receives the first error that makes the broker stop on its
 	// own (a log dir that cannot be written).
 	fatal chan error
@@ -264,6 +268,11 @@ func (b *Broker) stopServing(listeners []net.Listener, cancelServe context.Cance
 		ln.Close()
 	}
 	cancelServe()
+	b.ctrlConnMu.Lock()
+	if b.ctrlConn != nil {
+		b.ctrlConn.Close()
+	}
+	b.ctrlConnMu.Unlock()
 	b.connsMu.Lock()
 	for c := range b.conns {
 		c.Close()

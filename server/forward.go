@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -34,13 +35,10 @@ func (b *Broker) createTopicAnywhere(req controller.CreateTopicRequest) (*contro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
-	md := b.controller.Metadata()
-	ctrl, ok := md.Broker(md.ControllerID)
-	if !ok {
-		return nil, fmt.Errorf("%w: no controller known to create topic %q", kerr.LeaderNotAvailable, req.Name)
+	conn, ctrl, err := b.controllerConn()
+	if err != nil {
+		return nil, fmt.Errorf("%w: creating topic %q: %v", kerr.LeaderNotAvailable, req.Name, err)
 	}
-	conn := kafkaconn.New(ctrl.Host+":"+strconv.Itoa(int(ctrl.Port)), "kbroker-"+strconv.Itoa(int(b.self.ID)))
-	defer conn.Close()
 	creq := kmsg.NewPtrCreateTopicsRequest()
 	creq.Version = 7
 	creq.TimeoutMillis = int32(forwardTimeout / time.Millisecond)
@@ -72,4 +70,25 @@ func (b *Broker) createTopicAnywhere(req controller.CreateTopicRequest) (*contro
 			return nil, fmt.Errorf("%w: topic %q created but not yet known here", kerr.LeaderNotAvailable, req.Name)
 		}
 	}
+}
+
+// controllerConn returns the broker's connection to the current
+// controller, shared by ISR changes, forwarded topic creation and
+// controlled shutdown (requests on it are serialised).
+func (b *Broker) controllerConn() (*kafkaconn.Conn, controller.BrokerInfo, error) {
+	md := b.controller.Metadata()
+	ctrl, ok := md.Broker(md.ControllerID)
+	if !ok {
+		return nil, ctrl, fmt.Errorf("%w: no controller known", kerr.NotController)
+	}
+	addr := net.JoinHostPort(ctrl.Host, strconv.Itoa(int(ctrl.Port)))
+	b.ctrlConnMu.Lock()
+	defer b.ctrlConnMu.Unlock()
+	if b.ctrlConn == nil || b.ctrlConn.Addr() != addr {
+		if b.ctrlConn != nil {
+			b.ctrlConn.Close()
+		}
+		b.ctrlConn = kafkaconn.New(addr, "kbroker-"+strconv.Itoa(int(b.self.ID)))
+	}
+	return b.ctrlConn, ctrl, nil
 }

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"syscall"
@@ -205,7 +207,18 @@ func TestReplicationNotEnoughReplicas(t *testing.T) {
 	}
 	// franz-go sees the same refusal: with a short delivery timeout its
 	// acks=all record fails instead of being retried forever.
-	short := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(1500*time.Millisecond))
+	// Its connections are limited to the leader: a request it sends to a
+	// paused follower (metadata, InitProducerId) would hang until its
+	// own timeouts and stretch the pause past the session timeout.
+	leaderAddr := c.broker(leader).Addr()
+	onlyLeader := kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		if host != leaderAddr {
+			return nil, fmt.Errorf("test: %s is paused, only the leader %s is dialed", host, leaderAddr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, host)
+	})
+	short := c.client(onlyLeader, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(1500*time.Millisecond))
 	res := short.ProduceSync(testContext(t, 10*time.Second), &kgo.Record{Topic: topic, Partition: p, Value: []byte("refused")})
 	if err := res.FirstErr(); err == nil {
 		t.Errorf("franz-go acks=all produce succeeded with the leader alone in the ISR")

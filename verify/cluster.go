@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ZooKeeperJar is the Debian zookeeper package's server jar.
@@ -222,6 +225,11 @@ type ClusterConfig struct {
 	MinISR         int
 	Unclean        bool
 	Extra          []string // more --override settings
+	// TmpfsSize, when positive, gives each broker's log dir a tmpfs of its
+	// own of this many bytes, which the disk-full fault fills. Mounting
+	// needs root (CAP_SYS_ADMIN); without it the log dirs are plain
+	// directories and Cluster.TmpfsErr says why.
+	TmpfsSize int64
 }
 
 // Broker is one kbroker process behind its proxies: Proxy in front of its
@@ -234,6 +242,7 @@ type Broker struct {
 	ZKProxy  *Proxy
 	LogDir   string
 	LogPath  string
+	Tmpfs    bool // LogDir is a tmpfs mount of its own
 	metrics  string
 	cluster  *Cluster
 	proc     *process
@@ -249,6 +258,9 @@ type Cluster struct {
 	cfg     ClusterConfig
 	ZK      *ZooKeeper
 	Brokers []*Broker // Brokers[i] has id i+1
+	// TmpfsErr is why the log dirs are not tmpfs mounts although
+	// ClusterConfig.TmpfsSize asked for them.
+	TmpfsErr error
 
 	// mu guards pids.
 	mu   sync.Mutex
@@ -302,7 +314,112 @@ func (c *Cluster) newBroker(id int32) (*Broker, error) {
 	if b.ZKProxy, err = NewProxy(fmt.Sprintf("zk-b%d", id), 0, c.ZK.Addr(), nil); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(b.LogDir, 0o755); err != nil {
+		return nil, err
+	}
+	if c.cfg.TmpfsSize > 0 && c.TmpfsErr == nil {
+		// Last step: a broker returned with an error has mounted nothing.
+		opts := "size=" + strconv.FormatInt(c.cfg.TmpfsSize, 10) + ",mode=0755"
+		if err := unix.Mount("tmpfs", b.LogDir, "tmpfs", 0, opts); err != nil {
+			c.TmpfsErr = fmt.Errorf("mount -t tmpfs -o %s tmpfs %s: %w", opts, b.LogDir, err)
+		} else {
+			b.Tmpfs = true
+		}
+	}
 	return b, nil
+}
+
+// fillerName is the file the disk-full fault fills a log dir with. It is
+// not a partition directory, so the broker ignores it.
+const fillerName = "kverify-disk-filler"
+
+// FillDisk writes a filler file into the broker's tmpfs until the file
+// system has no space left, and returns its size. The broker's next log
+// write then fails with ENOSPC.
+func (b *Broker) FillDisk() (int64, error) {
+	if !b.Tmpfs {
+		return 0, fmt.Errorf("b%d's log dir is not a tmpfs of its own", b.ID)
+	}
+	f, err := os.OpenFile(filepath.Join(b.LogDir, fillerName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var size int64
+	// Big writes until one fails, then page-sized ones for what is left.
+	for _, chunk := range []int{1 << 20, 4 << 10} {
+		buf := make([]byte, chunk)
+		for {
+			n, err := f.Write(buf)
+			size += int64(n)
+			if errors.Is(err, unix.ENOSPC) {
+				break
+			}
+			if err != nil {
+				return size, err
+			}
+		}
+	}
+	return size, nil
+}
+
+// FreeDisk removes the disk-full fault's filler file, if any.
+func (b *Broker) FreeDisk() error {
+	if err := os.Remove(filepath.Join(b.LogDir, fillerName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// FreeBytes is the space left in the broker's log dir.
+func (b *Broker) FreeBytes() (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(b.LogDir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
+}
+
+// unmount removes the broker's tmpfs. The data on it is first copied
+// (sparse) to the directory underneath, so that a run's working directory
+// keeps the replica logs for a post-mortem as it does without tmpfs.
+func (b *Broker) unmount() error {
+	if !b.Tmpfs {
+		return nil
+	}
+	var errs []error
+	if err := b.FreeDisk(); err != nil {
+		errs = append(errs, err)
+	}
+	saved := b.LogDir + ".saved"
+	if out, err := exec.Command("cp", "-a", "--sparse=always", b.LogDir, saved).CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("saving %s: %v: %s", b.LogDir, err, bytes.TrimSpace(out)))
+		saved = ""
+	}
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = unix.Unmount(b.LogDir, 0); err == nil || !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // a process still leaving it
+	}
+	if errors.Is(err, unix.EBUSY) {
+		// Never leave a mount behind: detach it, gone once unused.
+		err = unix.Unmount(b.LogDir, unix.MNT_DETACH)
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("umount %s: %w", b.LogDir, err))
+		return errors.Join(errs...)
+	}
+	b.Tmpfs = false
+	if saved != "" {
+		if err := os.Remove(b.LogDir); err != nil {
+			errs = append(errs, err)
+		} else if err := os.Rename(saved, b.LogDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // identify labels a proxied connection "b<id>" when a broker process owns
@@ -409,6 +526,20 @@ func (b *Broker) Alive() bool {
 	return b.proc.alive()
 }
 
+// ExitStatus describes how the broker process ended ("exit status 1",
+// "signal: killed"), or "running".
+func (b *Broker) ExitStatus() string {
+	b.procLock.Lock()
+	defer b.procLock.Unlock()
+	if b.proc == nil {
+		return "never started"
+	}
+	if b.proc.alive() {
+		return "running"
+	}
+	return b.proc.cmd.ProcessState.String()
+}
+
 // Pause sends SIGSTOP, Resume SIGCONT.
 func (b *Broker) Pause() {
 	b.procLock.Lock()
@@ -443,14 +574,38 @@ func (c *Cluster) HealAll() {
 	}
 }
 
-// Close kills everything and closes the proxies.
-func (c *Cluster) Close() {
+// Close kills everything, closes the proxies and unmounts the log dirs'
+// tmpfs mounts.
+func (c *Cluster) Close() error {
 	for _, b := range c.Brokers {
 		b.Kill()
 		b.Proxy.Close()
 		b.ZKProxy.Close()
 	}
 	c.ZK.Stop()
+	var errs []error
+	for _, b := range c.Brokers {
+		errs = append(errs, b.unmount())
+	}
+	return errors.Join(errs...)
+}
+
+// LogDirs describes where the brokers keep their logs, for the report.
+func (c *Cluster) LogDirs() string {
+	n := 0
+	for _, b := range c.Brokers {
+		if b.Tmpfs {
+			n++
+		}
+	}
+	switch {
+	case c.cfg.TmpfsSize <= 0:
+		return "plain directories (tmpfs not asked for; disk-full fault disabled)"
+	case n == len(c.Brokers):
+		return fmt.Sprintf("a tmpfs of %d MiB per broker", c.cfg.TmpfsSize>>20)
+	default:
+		return fmt.Sprintf("plain directories on %d of %d brokers: disk-full fault disabled there (%v)", len(c.Brokers)-n, len(c.Brokers), c.TmpfsErr)
+	}
 }
 
 // Seeds are the brokers' proxied addresses.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,12 +25,14 @@ const (
 	PartitionZKLong   = "partition-zk-long"   // cut a leader from ZooKeeper for longer than the session
 	RestartZK         = "restart-zk"          // kill -9 ZooKeeper, start it again
 	PartitionClients  = "partition-clients"   // cut a leader from every client
+	DiskFull          = "disk-full"           // fill a leader's log dir (its tmpfs): it must stop; free the space and restart it
 )
 
 // AllFaults is every fault kind, in a fixed order.
 var AllFaults = []string{
 	KillLeader, KillFollower, KillController, PauseShort, PauseLag, PauseLong, PartitionBrokers,
 	IsolateLeader, IsolateLeaderKill, PartitionZKShort, PartitionZKLong, RestartZK, PartitionClients,
+	DiskFull,
 }
 
 // Fault is one planned fault.
@@ -51,7 +55,7 @@ func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 func (t Timing) plan(r *rand.Rand, kind string, partitions int32) Fault {
 	f := Fault{Kind: kind, Partition: r.Int32N(partitions), Gap: between(r, time.Second, 2500*time.Millisecond)}
 	switch kind {
-	case KillLeader, KillFollower, KillController:
+	case KillLeader, KillFollower, KillController, DiskFull:
 		f.Duration = between(r, 2*time.Second, 4*time.Second)
 	case PauseShort:
 		f.Duration = between(r, t.Lag/3, t.Lag*3/4)
@@ -301,13 +305,111 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 		sleepCtx(ctx, f.Duration)
 		b.Proxy.Heal()
 		n.record(f.Kind, "end", "healed")
+	case DiskFull:
+		n.diskFull(ctx, f)
 	}
+}
+
+// diskFullStop is how long a broker whose log dir is full may keep
+// running: the workload writes to every partition all the time, so its
+// next append as leader or follower comes within moments.
+const diskFullStop = 20 * time.Second
+
+// diskFull fills the log dir of partition f.Partition's leader. The
+// broker's next log write fails; it must answer KAFKA_STORAGE_ERROR and
+// stop by itself with exit status 1 and an ERROR line naming ENOSPC, as
+// Kafka halts when its log dirs fail. It stays down for f.Duration, then
+// the filler is deleted and the broker restarted on its logs.
+func (n *Nemesis) diskFull(ctx context.Context, f Fault) {
+	b := n.leader(f.Partition)
+	if !b.Tmpfs {
+		n.record(f.Kind, "skip", fmt.Sprintf("b%d's log dir is not a tmpfs of its own: fault disabled (%v)", b.ID, n.C.TmpfsErr))
+		return
+	}
+	logFrom := fileSize(b.LogPath)
+	free, _ := b.FreeBytes()
+	size, err := b.FillDisk()
+	filled := time.Now()
+	if err != nil {
+		n.logf("fill b%d's log dir: %v", b.ID, err)
+		_ = b.FreeDisk()
+		n.record(f.Kind, "skip", fmt.Sprintf("could not fill b%d's log dir: %v", b.ID, err))
+		return
+	}
+	n.record(f.Kind, "start", fmt.Sprintf("fill b%d's log dir (leader of %d; %d MiB free) with a %d MiB file", b.ID, f.Partition, free>>20, size>>20))
+	err = waitFor(ctx, diskFullStop, func() error {
+		if b.Alive() {
+			return fmt.Errorf("b%d still running", b.ID)
+		}
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		n.warn(fmt.Sprintf("b%d still running %v after its log dir filled (no log write failed?); killed; see %s", b.ID, diskFullStop, b.LogPath))
+	default:
+		status := b.ExitStatus()
+		line := logLine(b.LogPath, logFrom, "level=ERROR", "log dir failed", "no space left on device")
+		detail := fmt.Sprintf("b%d stopped %v after the fill: %s", b.ID, time.Since(filled).Round(time.Millisecond), status)
+		if line != "" {
+			detail += ", logged the ENOSPC ERROR"
+		}
+		n.record(f.Kind, "stop", detail)
+		if status != "exit status 1" || line == "" {
+			n.warn(fmt.Sprintf("b%d ended with %q after its log dir filled, ERROR line naming ENOSPC logged: %v; want exit status 1 and that line; see %s", b.ID, status, line != "", b.LogPath))
+		}
+	}
+	b.Kill() // if it still runs; forgets its pid either way
+	sleepCtx(ctx, f.Duration)
+	if err := b.FreeDisk(); err != nil {
+		n.warn(fmt.Sprintf("freeing b%d's log dir: %v", b.ID, err))
+	}
+	n.restart(ctx, b)
+	n.record(f.Kind, "end", fmt.Sprintf("freed b%d's log dir and restarted it", b.ID))
+}
+
+// warn records a warning, which the report lists.
+func (n *Nemesis) warn(msg string) {
+	n.Rec.Add(Event{Kind: KindPhase, Detail: "warning: " + msg})
+	n.logf("warning: %s", msg)
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logLine returns the first line of the file from offset from that holds
+// every one of subs, or "".
+func logLine(path string, from int64, subs ...string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || from > int64(len(data)) {
+		return ""
+	}
+next:
+	for _, l := range strings.Split(string(data[from:]), "\n") {
+		for _, s := range subs {
+			if !strings.Contains(l, s) {
+				continue next
+			}
+		}
+		return l
+	}
+	return ""
 }
 
 // HealEverything undoes whatever is still broken: cuts, paused and dead
 // brokers, a dead ZooKeeper.
 func (n *Nemesis) HealEverything(ctx context.Context) {
 	n.C.HealAll()
+	for _, b := range n.C.Brokers {
+		if err := b.FreeDisk(); err != nil {
+			n.warn(fmt.Sprintf("freeing b%d's log dir: %v", b.ID, err))
+		}
+	}
 	if !n.C.ZK.proc.alive() {
 		if err := n.C.ZK.start(); err != nil {
 			n.logf("start ZooKeeper: %v", err)

@@ -33,6 +33,11 @@ type Options struct {
 	Lag        time.Duration
 	Interval   time.Duration // each producer's pause between sends
 	Log        io.Writer     // progress; nil for none
+
+	// TmpfsSize is the size of each broker's own tmpfs log dir (needs
+	// root; the disk-full fault fills it): 0 means 256 MiB, negative
+	// plain directories.
+	TmpfsSize int64
 }
 
 func (o *Options) defaults() {
@@ -54,6 +59,9 @@ func (o *Options) defaults() {
 	if o.Interval == 0 {
 		o.Interval = 10 * time.Millisecond
 	}
+	if o.TmpfsSize == 0 {
+		o.TmpfsSize = 256 << 20
+	}
 }
 
 // Report is what a run found.
@@ -62,6 +70,7 @@ type Report struct {
 	Result      Result
 	HistoryPath string
 	Dir         string
+	LogDirs     string  // how the brokers' log dirs are mounted
 	Faults      []Event // fault events as recorded
 	Elapsed     time.Duration
 	Phases      []Event
@@ -142,7 +151,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		faults = ShortSchedule(o.Seed, timing, o.Partitions)
 	}
 
-	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2}
+	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2, TmpfsSize: o.TmpfsSize}
 	if o.Unsafe {
 		ccfg.MinISR, ccfg.Unclean = 1, true
 	}
@@ -151,7 +160,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	// Also on errors and interrupts: kill everything, unmount the tmpfs
+	// log dirs.
+	defer func() {
+		if err := c.Close(); err != nil {
+			rep.Warnings = append(rep.Warnings, "closing the cluster: "+err.Error())
+			logf("closing the cluster: %v", err)
+		}
+	}()
+	rep.LogDirs = c.LogDirs()
+	phase("log dirs: " + rep.LogDirs)
+	if c.TmpfsErr != nil {
+		rep.Warnings = append(rep.Warnings, "disk-full fault disabled: "+c.TmpfsErr.Error())
+	}
 	zv, err := NewZKView(c.ZK.Addr())
 	if err != nil {
 		return nil, err
@@ -358,6 +379,9 @@ func waitFor(ctx context.Context, within time.Duration, fn func() error) error {
 func (r *Report) Print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
+	if r.LogDirs != "" {
+		fmt.Fprintf(w, "log dirs: %s\n", r.LogDirs)
+	}
 	fmt.Fprintf(w, "\nfaults:\n")
 	for _, f := range r.Faults {
 		fmt.Fprintf(w, "  %9s  %-20s %-7s %s\n", us(f.Time), f.Fault, f.Phase, f.Detail)

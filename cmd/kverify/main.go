@@ -2,7 +2,7 @@
 // it starts itself (ZooKeeper and three brokers behind fault-injecting
 // proxies) and checks the recorded history. See package verify.
 //
-//	kverify short [--seed N] [--unsafe] [--expect-anomaly NAME]
+//	kverify short [--seed N] [--unsafe] [--expect-anomaly NAME] [--log-dir-tmpfs MiB]
 //	kverify long --duration 10m --seed N [--unsafe]
 //	kverify check HISTORY.jsonl
 //
@@ -48,6 +48,7 @@ func main() {
 	brokers := fs.Int("brokers", 3, "number of brokers")
 	partitions := fs.Int("partitions", 3, "partitions of the test topic")
 	quiet := fs.Bool("q", false, "no progress output")
+	tmpfs := fs.Int64("log-dir-tmpfs", 256, "MiB of each broker's own tmpfs log dir, which the disk-full fault fills (needs root; 0: plain directories, fault disabled)")
 	flag.Usage = usage
 	fs.Usage = usage
 	_ = fs.Parse(os.Args[2:])
@@ -80,7 +81,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Dir: *dir, Bin: *bin,
-		Brokers: *brokers, Partitions: int32(*partitions)}
+		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20}
+	if *tmpfs <= 0 {
+		o.TmpfsSize = -1
+	}
 	if !*quiet {
 		o.Log = os.Stderr
 	}

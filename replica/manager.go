@@ -55,6 +55,8 @@ type Manager struct {
 
 	stats    Stats
 	fetchers *fetcherManager
+	// hwAtStart is the high watermark checkpoint read at Open.
+	hwAtStart map[TopicPartition]int64
 
 	// mu guards partitions. Lock order: Manager.mu before Partition.mu.
 	mu         sync.RWMutex
@@ -78,11 +80,17 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 			return nil, fmt.Errorf("remove clean shutdown marker: %w", err)
 		}
 	}
+	hw, err := readHWCheckpoint(cfg.LogDir)
+	if err != nil {
+		logger.Warn("unreadable high watermark checkpoint; high watermarks restart at the log start", "err", err)
+		hw = map[TopicPartition]int64{}
+	}
 	m := &Manager{
 		cfg:           cfg,
 		logger:        logger,
 		cleanShutdown: clean,
 		partitions:    make(map[TopicPartition]*Partition),
+		hwAtStart:     hw,
 	}
 	m.fetchers = newFetcherManager(m)
 	return m, nil
@@ -148,11 +156,13 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		followers:      map[int32]*followerState{},
 		producers:      newProducerStates(),
 		changed:        make(chan struct{}),
-		// Without a checkpoint, the high watermark restarts at the log
-		// start: as leader it rises as ISR followers report their log
-		// ends; as follower it comes from the leader. (A single-replica
-		// ISR raises it to the log end at once.)
+		// From the checkpoint, else the log start: as leader it rises as
+		// ISR followers report their log ends; as follower it comes from
+		// the leader. (A single-replica ISR raises it to the log end.)
 		highWatermark: log.StartOffset(),
+	}
+	if hw, ok := m.hwAtStart[tp]; ok {
+		p.highWatermark = max(log.StartOffset(), min(hw, log.EndOffset()))
 	}
 	// Rebuild idempotent producer state: the last batches of every
 	// producer are in the log.
@@ -307,6 +317,9 @@ func (m *Manager) RunRetention(ctx context.Context) {
 // clean-shutdown marker so the next start skips recovery.
 func (m *Manager) Close() error {
 	m.fetchers.closeAll()
+	if err := m.writeHWCheckpoint(); err != nil {
+		m.logger.Warn("writing the high watermark checkpoint failed", "err", err)
+	}
 	m.mu.Lock()
 	parts := m.partitions
 	m.partitions = map[TopicPartition]*Partition{}

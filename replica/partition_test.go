@@ -171,3 +171,30 @@ func TestStaleLogOfRecreatedTopicRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The high watermark survives a restart (replication-offset-checkpoint):
+// a leader whose followers have not reported yet still serves what was
+// committed before.
+func TestHighWatermarkCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	m, p := openLeader(t, dir)
+	b, h := idempotentBatch(-1, -1, 3)
+	if _, err := p.AppendAsLeader(b, h, 1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(Config{LogDir: dir}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err = m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 1, 0, []int32{0, 1}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.State().HighWatermark; hw != 3 {
+		t.Fatalf("high watermark after restart %d, want 3 from the checkpoint", hw)
+	}
+}

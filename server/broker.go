@@ -207,6 +207,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.replicas.RunISRChecks(serveCtx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.replicas.RunHWCheckpoints(serveCtx)
+	}()
 	if metricsLn != nil {
 		wg.Add(1)
 		go func() {

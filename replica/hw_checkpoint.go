@@ -1,0 +1,96 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// hwCheckpointFile is Kafka's per-log-dir replication-offset-checkpoint:
+// the high watermark of every partition, so a restarted broker serves
+// consumers from where it left off instead of waiting for followers.
+const (
+	hwCheckpointFile  = "replication-offset-checkpoint"
+	hwCheckpointEvery = 5 * time.Second // replica.high.watermark.checkpoint.interval.ms
+)
+
+// readHWCheckpoint reads the checkpoint; a missing file is empty.
+func readHWCheckpoint(dir string) (map[TopicPartition]int64, error) {
+	f, err := os.Open(filepath.Join(dir, hwCheckpointFile))
+	if os.IsNotExist(err) {
+		return map[TopicPartition]int64{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[TopicPartition]int64{}
+	sc := bufio.NewScanner(f)
+	for line := 0; sc.Scan(); line++ {
+		if line < 2 { // version, count
+			continue
+		}
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%s line %d: want \"topic partition offset\"", hwCheckpointFile, line+1)
+		}
+		p, err1 := strconv.ParseInt(fields[1], 10, 32)
+		off, err2 := strconv.ParseInt(fields[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s line %d: bad number", hwCheckpointFile, line+1)
+		}
+		out[TopicPartition{fields[0], int32(p)}] = off
+	}
+	return out, sc.Err()
+}
+
+// writeHWCheckpoint writes every hosted partition's high watermark (temp
+// file, fsync, rename).
+func (m *Manager) writeHWCheckpoint() error {
+	parts := m.All()
+	var b strings.Builder
+	fmt.Fprintf(&b, "0\n%d\n", len(parts))
+	for _, p := range parts {
+		fmt.Fprintf(&b, "%s %d %d\n", p.tp.Topic, p.tp.Partition, p.State().HighWatermark)
+	}
+	path := filepath.Join(m.cfg.LogDir, hwCheckpointFile)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// RunHWCheckpoints writes the high watermark checkpoint periodically until
+// ctx ends.
+func (m *Manager) RunHWCheckpoints(ctx context.Context) {
+	t := time.NewTicker(hwCheckpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := m.writeHWCheckpoint(); err != nil {
+				m.logger.Warn("writing the high watermark checkpoint failed", "err", err)
+			}
+		}
+	}
+}

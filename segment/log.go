@@ -64,6 +64,16 @@ func (c Config) normalized() Config {
 	if c.MaxIndexBytes <= 0 {
 		c.MaxIndexBytes = DefaultMaxIndexBytes
 	}
+	if c.IndexIntervalBytes > 0 {
+		// Index files are preallocated with real blocks (see resize), so
+		// never reserve more than a full segment can use: one entry per
+		// index interval, a few more for rolls and closes, 12 bytes each
+		// (the time index's size; the offset index's is smaller).
+		need := 12 * (c.SegmentBytes/int64(c.IndexIntervalBytes) + 4)
+		if need < int64(c.MaxIndexBytes) {
+			c.MaxIndexBytes = int32(need)
+		}
+	}
 	c.MaxIndexBytes = max(c.MaxIndexBytes, minIndexBytes)
 	return c
 }

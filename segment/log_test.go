@@ -266,8 +266,8 @@ func TestRollBySize(t *testing.T) {
 		}
 	}
 	st, _ := os.Stat(segmentPath(dir, 8, indexSuffix))
-	if st.Size() != int64(cfg.MaxIndexBytes) {
-		t.Fatalf("active index size %d, want preallocated %d", st.Size(), cfg.MaxIndexBytes)
+	if want := preallocatedIndexSize(cfg); st.Size() != want {
+		t.Fatalf("active index size %d, want preallocated %d", st.Size(), want)
 	}
 	// A batch larger than SegmentBytes still goes in (alone).
 	a.add(1, 5000)
@@ -589,4 +589,12 @@ func TestFlushPolicy(t *testing.T) {
 	if rp() != 5 {
 		t.Fatalf("recovery point %d after the interval, want 5", rp())
 	}
+}
+
+// preallocatedIndexSize is the size of an active segment's offset index:
+// the normalized MaxIndexBytes (capped to what a segment can use) in whole
+// entries.
+func preallocatedIndexSize(cfg Config) int64 {
+	n := int64(cfg.normalized().MaxIndexBytes)
+	return n - n%offsetIndexEntrySize
 }

@@ -170,7 +170,7 @@ func TestTruncateToAcrossSegments(t *testing.T) {
 		}
 	}
 	// The truncated segment is active again, with a preallocated index.
-	if st, _ := os.Stat(segmentPath(dir, 4, indexSuffix)); st.Size() != int64(cfg.MaxIndexBytes) {
+	if st, _ := os.Stat(segmentPath(dir, 4, indexSuffix)); st.Size() != preallocatedIndexSize(l.cfg) {
 		t.Fatalf("index of new active segment not preallocated: %d", st.Size())
 	}
 	a.batches, a.headers = a.batches[:6], a.headers[:6]

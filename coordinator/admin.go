@@ -297,13 +297,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	if appendErr != nil {
 		code := appendErrorCode(appendErr, true)
 		c.logger.Warn("failed to delete offsets", "group", g.id, "err", appendErr, "code", code)
-		for i, t := range req.Topics {
-			for j := range t.Partitions {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
+		fillUnset(codes, code)
 	}
 	return answer(0)
 }

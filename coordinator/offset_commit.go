@@ -150,13 +150,19 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	if appendErr != nil {
 		code := appendErrorCode(appendErr, true)
 		c.logger.Warn("failed to store offsets", "group", g.id, "err", appendErr, "code", code)
-		for i, t := range req.Topics {
-			for j := range t.Partitions {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
+		fillUnset(codes, code)
+	}
+	return answer(0)
+}
+
+// fillUnset sets every per-partition error code still 0 (no error yet) to
+// code: a failed write fails every partition it carried.
+func fillUnset(codes [][]int16, code int16) {
+	for i := range codes {
+		for j := range codes[i] {
+			if codes[i][j] == 0 {
+				codes[i][j] = code
 			}
 		}
 	}
-	return answer(0)
 }

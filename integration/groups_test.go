@@ -71,7 +71,10 @@ type groupsClient struct {
 	// committed by the next generation's loop, after the partition was
 	// already resumed from the older committed offset, so even clean
 	// handovers may deliver records again (always at or above the
-	// committed offset, which is still checked).
+	// committed offset, which is still checked). For the same reason its
+	// stale commit can land after the new owner's and move the committed
+	// offset back (a Kafka broker accepts it just the same: the
+	// generation is current), so for it that check only logs.
 	asyncCommits bool
 }
 
@@ -642,12 +645,17 @@ func checkGroupRun(t testing.TB, produced map[groupPO]string, recs []groupRecord
 		}
 	}
 
-	// Committed offsets never go backwards.
+	// Committed offsets never go backwards (except by a client's own
+	// late commit, see asyncCommits).
 	for p := int32(0); p < groupsPartitions; p++ {
 		prev := int64(-1)
 		for _, o := range obs {
 			if o.offsets[p] < prev {
-				report("partition %d: committed offset went back from %d to %d at %s", p, prev, o.offsets[p], o.at.Format("15:04:05.000"))
+				if cleanDupsOK {
+					t.Logf("partition %d: committed offset went back from %d to %d at %s (the client's late commit)", p, prev, o.offsets[p], o.at.Format("15:04:05.000"))
+				} else {
+					report("partition %d: committed offset went back from %d to %d at %s", p, prev, o.offsets[p], o.at.Format("15:04:05.000"))
+				}
 			}
 			if o.offsets[p] > prev {
 				prev = o.offsets[p]

@@ -270,21 +270,49 @@ func (b *Broker) stopServing(listeners []net.Listener, cancelServe context.Cance
 		b.cluster.Close()
 	}
 	for _, ln := range listeners {
-		ln.Close()
+		ln.Close() // no new connections
 	}
-	cancelServe()
+	cancelServe() // long polls and acks=all waits end now and answer
 	b.ctrlConnMu.Lock()
 	if b.ctrlConn != nil {
 		b.ctrlConn.Close()
 	}
 	b.ctrlConnMu.Unlock()
-	b.connsMu.Lock()
-	for c := range b.conns {
-		c.Close()
-	}
-	b.connsMu.Unlock()
+	// Stop reading, but let each connection answer the request it is
+	// handling: a client then sees a response (NOT_LEADER after the
+	// controlled shutdown) rather than a connection cut mid-request.
+	b.forEachConn(func(c net.Conn) {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseRead()
+		} else {
+			c.Close()
+		}
+	})
 	b.groups.Close()
-	wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		b.logger.Warn("connections still busy at shutdown; closing them", "grace", shutdownGrace)
+		b.forEachConn(func(c net.Conn) { c.Close() })
+		<-done
+	}
+}
+
+// shutdownGrace bounds how long in-flight requests may take to answer when
+// the broker stops.
+const shutdownGrace = 5 * time.Second
+
+func (b *Broker) forEachConn(fn func(net.Conn)) {
+	b.connsMu.Lock()
+	defer b.connsMu.Unlock()
+	for c := range b.conns {
+		fn(c)
+	}
 }
 
 func (b *Broker) shutdownStorage() error {

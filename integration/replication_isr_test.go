@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"syscall"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ISR tests run with a lag time well apart from the session timeout, so a
@@ -205,26 +202,9 @@ func TestReplicationNotEnoughReplicas(t *testing.T) {
 			t.Errorf("acks=1 produce with the leader alone in the ISR: %s %v, want success", errName(code), err)
 		}
 	}
-	// franz-go sees the same refusal: with a short delivery timeout its
-	// acks=all record fails instead of being retried forever.
-	// Its connections are limited to the leader: a request it sends to a
-	// paused follower (metadata, InitProducerId) would hang until its
-	// own timeouts and stretch the pause past the session timeout.
-	leaderAddr := c.broker(leader).Addr()
-	onlyLeader := kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-		if host != leaderAddr {
-			return nil, fmt.Errorf("test: %s is paused, only the leader %s is dialed", host, leaderAddr)
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, host)
-	})
-	short := c.client(onlyLeader, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(1500*time.Millisecond))
-	res := short.ProduceSync(testContext(t, 10*time.Second), &kgo.Record{Topic: topic, Partition: p, Value: []byte("refused")})
-	if err := res.FirstErr(); err == nil {
-		t.Errorf("franz-go acks=all produce succeeded with the leader alone in the ISR")
-	} else {
-		t.Logf("franz-go acks=all produce with the leader alone in the ISR: %v", err)
-	}
+	// (The exact codes are checked with raw requests above: a franz-go
+	// client would also try the paused brokers and could stretch the pause
+	// past the session timeout this test must stay under.)
 
 	if paused := time.Since(stopped); paused > isrSession-time.Second {
 		t.Fatalf("followers paused for %v, too close to the session timeout %v for this test to mean anything", paused, isrSession)

@@ -226,10 +226,7 @@ func (a *active) electAndPublishLocked(ctx context.Context) error {
 			}
 			t.Partitions[p] = elected
 			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
-			updates = append(updates, zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
-				Leader: elected.Leader, LeaderEpoch: elected.LeaderEpoch, ISR: elected.ISR,
-				ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
-			}})
+			updates = append(updates, a.stateUpdateLocked(tp, elected))
 		}
 	}
 	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
@@ -237,6 +234,16 @@ func (a *active) electAndPublishLocked(ctx context.Context) error {
 	}
 	a.publishLocked(next)
 	return nil
+}
+
+// stateUpdateLocked is the write of ps as tp's new state, conditional on
+// the state znode version this controller last read or wrote (alterISR has
+// checked the leader's partition epoch equals it).
+func (a *active) stateUpdateLocked(tp zk.TopicPartition, ps PartitionState) zk.PartitionUpdate {
+	return zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
+		Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR,
+		ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
+	}}
 }
 
 // writeStatesLocked writes partition state updates; partitions whose
@@ -666,9 +673,7 @@ func (a *active) alterISR(leader int32, topic string, partition, leaderEpoch, pa
 	next := a.md.clone()
 	np := &next.Topics[topic].Partitions[partition]
 	np.ISR = slices.Clone(isr)
-	if err := a.writeStatesLocked(ctx, next, []zk.PartitionUpdate{{TopicPartition: tp, State: zk.PartitionState{
-		Leader: cur.Leader, LeaderEpoch: cur.LeaderEpoch, ISR: np.ISR, ControllerEpoch: a.epoch, ZkVersion: partitionEpoch,
-	}}}); err != nil {
+	if err := a.writeStatesLocked(ctx, next, []zk.PartitionUpdate{a.stateUpdateLocked(tp, *np)}); err != nil {
 		return cur, err
 	}
 	a.publishLocked(next)
@@ -711,9 +716,7 @@ func (a *active) controlledShutdown(id int32) (int, error) {
 			}
 			ps.ISR = slices.DeleteFunc(slices.Clone(ps.ISR), func(r int32) bool { return r == id })
 			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
-			updates = append(updates, zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
-				Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
-			}})
+			updates = append(updates, a.stateUpdateLocked(tp, *ps))
 		}
 	}
 	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
@@ -794,9 +797,7 @@ func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([
 			}
 		}
 		if res.Err == nil {
-			updates = append(updates, zk.PartitionUpdate{TopicPartition: tp, State: zk.PartitionState{
-				Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: a.epoch, ZkVersion: a.zkVersions[tp],
-			}})
+			updates = append(updates, a.stateUpdateLocked(tp, *ps))
 		}
 		if !all || res.Err == nil {
 			results = append(results, res)

@@ -187,11 +187,7 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		if err := p.log.Append(batch, h); err != nil {
 			return appended, p.storageFailed(fmt.Errorf("append to follower %s: %w", p.tp, err))
 		}
-		ts := int64(-1)
-		if h.Attributes&recordbatch.TimestampTypeBit != 0 {
-			ts = h.MaxTimestamp
-		}
-		p.producers.update(h, ts)
+		p.producers.update(h, logAppendTime(h))
 		appended++
 	}
 	if leaderLogStart > p.log.StartOffset() && leaderLogStart <= p.log.EndOffset() {

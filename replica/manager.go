@@ -167,11 +167,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 	// Rebuild idempotent producer state: the last batches of every
 	// producer are in the log.
 	err = log.ScanHeaders(log.StartOffset(), func(h recordbatch.Header) bool {
-		ts := int64(-1)
-		if h.Attributes&recordbatch.TimestampTypeBit != 0 {
-			ts = h.MaxTimestamp
-		}
-		p.producers.update(h, ts)
+		p.producers.update(h, logAppendTime(h))
 		return true
 	})
 	if err != nil {

@@ -135,3 +135,12 @@ func (s *producerStates) truncateFrom(offset int64) {
 		}
 	}
 }
+
+// logAppendTime is the batch's log append time, or -1 for a CreateTime
+// batch: what a duplicate's answer repeats.
+func logAppendTime(h recordbatch.Header) int64 {
+	if h.Attributes&recordbatch.TimestampTypeBit != 0 {
+		return h.MaxTimestamp
+	}
+	return -1
+}

@@ -2,24 +2,44 @@ package protocol
 
 import (
 	"encoding/binary"
-	"net"
+	"fmt"
+
+	"github.com/kbroker/kbroker/internal/sendfile"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// FetchResponseBuffers encodes a whole Fetch response frame as a list of
-// buffers in which every partition's RecordBatches is the caller's own
-// slice, not a copy: written with writev (net.Buffers.WriteTo), the records
-// go from the read buffer to the socket without another pass through
-// memory. The bytes are exactly those of AppendResponse. Responses using
-// fields this fast path does not encode (tagged fields other than empty
-// ones, aborted transactions) fall back to AppendResponse in one buffer.
-// It also returns the grown scratch buffer, for reuse once the buffers are
-// written.
-func FetchResponseBuffers(scratch []byte, correlationID int32, resp *kmsg.FetchResponse) (net.Buffers, []byte) {
+// FetchResponseChunks encodes a whole Fetch response frame as chunks to
+// write in order (sendfile.WriteTo): the encoded fields in scratch, and
+// each partition's records as given, not copied. records[t][p], when
+// present, holds the records of resp.Topics[t].Partitions[p] (bytes or
+// segment file ranges, sent with sendfile) in place of its RecordBatches.
+// The bytes are exactly those of AppendResponse. Responses using fields
+// this fast path does not encode (tagged fields other than empty ones,
+// aborted transactions) fall back to AppendResponse in one buffer, reading
+// file records into it. It also returns the grown scratch buffer, for reuse
+// once the chunks are written.
+func FetchResponseChunks(scratch []byte, correlationID int32, resp *kmsg.FetchResponse, records [][]sendfile.Chunks) (sendfile.Chunks, []byte, error) {
+	recordsOf := func(t, p int) (sendfile.Chunks, bool) {
+		if t < len(records) && p < len(records[t]) && records[t][p] != nil {
+			return records[t][p], true
+		}
+		return nil, false
+	}
 	if !fetchFastPathOK(resp) {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if cs, ok := recordsOf(i, j); ok {
+					b, err := cs.AppendTo(nil)
+					if err != nil {
+						return nil, scratch, fmt.Errorf("fetch response records: %w", err)
+					}
+					resp.Topics[i].Partitions[j].RecordBatches = b
+				}
+			}
+		}
 		b := AppendResponse(scratch[:0], correlationID, resp)
-		return net.Buffers{b}, b
+		return sendfile.Chunks{{Data: b}}, b, nil
 	}
 	v := resp.Version
 	flexible := v >= 12
@@ -27,8 +47,8 @@ func FetchResponseBuffers(scratch []byte, correlationID int32, resp *kmsg.FetchR
 	// where each records slice is spliced in, as offsets into scratch so
 	// scratch may grow.
 	type piece struct {
-		metaEnd int    // scratch[prevMetaEnd:metaEnd] precedes records
-		records []byte // may be nil
+		metaEnd int             // scratch[prevMetaEnd:metaEnd] precedes records
+		records sendfile.Chunks // may be nil
 	}
 	var pieces []piece
 	b := scratch[:0]
@@ -75,16 +95,21 @@ func FetchResponseBuffers(scratch []byte, correlationID int32, resp *kmsg.FetchR
 			if v >= 11 {
 				b = binary.BigEndian.AppendUint32(b, uint32(p.PreferredReadReplica))
 			}
+			recs, ok := recordsOf(i, j)
+			if !ok && p.RecordBatches != nil {
+				recs = sendfile.Chunks{{Data: p.RecordBatches}}
+			}
+			size := recs.Size()
 			switch {
-			case p.RecordBatches == nil:
+			case !ok && p.RecordBatches == nil:
 				b = appendNullLen(b, flexible)
 			case flexible:
-				b = binary.AppendUvarint(b, uint64(len(p.RecordBatches))+1)
+				b = binary.AppendUvarint(b, uint64(size)+1)
 			default:
-				b = binary.BigEndian.AppendUint32(b, uint32(len(p.RecordBatches)))
+				b = binary.BigEndian.AppendUint32(b, uint32(size))
 			}
-			if len(p.RecordBatches) > 0 {
-				pieces = append(pieces, piece{metaEnd: len(b), records: p.RecordBatches})
+			if size > 0 {
+				pieces = append(pieces, piece{metaEnd: len(b), records: recs})
 			}
 			if flexible {
 				b = append(b, 0) // partition tagged fields
@@ -99,17 +124,18 @@ func FetchResponseBuffers(scratch []byte, correlationID int32, resp *kmsg.FetchR
 	}
 	total := len(b) - 4
 	for _, pc := range pieces {
-		total += len(pc.records)
+		total += pc.records.Size()
 	}
 	binary.BigEndian.PutUint32(b, uint32(total))
 
-	out := make(net.Buffers, 0, 2*len(pieces)+1)
+	out := make(sendfile.Chunks, 0, 2*len(pieces)+1)
 	prev := 0
 	for _, pc := range pieces {
-		out = append(out, b[prev:pc.metaEnd], pc.records)
+		out = append(out, sendfile.Chunk{Data: b[prev:pc.metaEnd]})
+		out = append(out, pc.records...)
 		prev = pc.metaEnd
 	}
-	return append(out, b[prev:]), b
+	return append(out, sendfile.Chunk{Data: b[prev:]}), b, nil
 }
 
 // fetchFastPathOK reports whether FetchResponseBuffers can encode resp

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -277,9 +278,16 @@ func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) erro
 
 // ReadResult is what a fetch of one partition returns.
 type ReadResult struct {
-	Records []byte
+	// Records are whole batches; runs of at least SendfileMinBytes are
+	// ranges of the segment files (for sendfile). The caller closes them.
+	Records sendfile.Chunks
 	State
 }
+
+// SendfileMinBytes is the smallest run of batches a read returns as a range
+// of its segment file rather than as bytes: below it, copying costs less
+// than the extra descriptor and system call.
+const SendfileMinBytes = 64 << 10
 
 // Read reads batches from offset for a consumer: only below the high
 // watermark. maxBytes bounds the result, except that the first batch is
@@ -299,7 +307,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	if offset >= st.HighWatermark {
 		return res, nil
 	}
-	recs, err := p.log.Read(offset, maxBytes, st.HighWatermark, minOneBatch)
+	recs, err := p.log.ReadChunks(offset, maxBytes, st.HighWatermark, minOneBatch, SendfileMinBytes)
 	if err != nil {
 		return res, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
 	}
@@ -309,18 +317,16 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 
 // ReadToLogEnd reads from offset up to the log end offset, for the
 // leader's own use (loading group state), not for clients.
-func (p *Partition) ReadToLogEnd(offset int64, maxBytes int) (ReadResult, error) {
+func (p *Partition) ReadToLogEnd(offset int64, maxBytes int) ([]byte, error) {
 	st := p.State()
-	res := ReadResult{State: st}
 	if offset >= st.LogEndOffset {
-		return res, nil
+		return nil, nil
 	}
 	recs, err := p.log.Read(offset, maxBytes, st.LogEndOffset, true)
 	if err != nil {
-		return res, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
+		return nil, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
 	}
-	res.Records = recs
-	return res, nil
+	return recs, nil
 }
 
 // DeleteRecordsBefore raises the log start offset (DeleteRecords). offset -1

@@ -74,7 +74,12 @@ func TestAppendReadAndDeduplicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hs, err := recordbatch.Split(rr.Records)
+	defer rr.Records.Close()
+	recs, err := rr.Records.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs, err := recordbatch.Split(recs)
 	if err != nil || len(hs) != 3 || hs[2].BaseOffset != 4 {
 		t.Fatalf("read back %d batches: %v", len(hs), err)
 	}

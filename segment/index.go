@@ -221,6 +221,19 @@ func (x *offsetIndex) lookup(target int64) (int64, int32) {
 	return x.at(i - 1)
 }
 
+// floorPosition is the largest indexed position <= pos, or 0.
+func (x *offsetIndex) floorPosition(pos int64) int64 {
+	i := sort.Search(x.entries, func(i int) bool {
+		_, p := x.at(i)
+		return int64(p) > pos
+	})
+	if i == 0 {
+		return 0
+	}
+	_, p := x.at(i - 1)
+	return int64(p)
+}
+
 // truncateTo removes the entries whose offset is >= offset.
 func (x *offsetIndex) truncateTo(offset int64) {
 	x.truncateEntries(sort.Search(x.entries, func(i int) bool {

@@ -1,7 +1,11 @@
 package segment
 
 import (
+	"fmt"
+	"slices"
 	"sort"
+
+	"github.com/kbroker/kbroker/internal/sendfile"
 
 	"github.com/kbroker/kbroker/recordbatch"
 )
@@ -22,34 +26,84 @@ func (l *Log) segmentIndexLocked(offset int64) int {
 // slice. The bytes are copied with pread into a new slice, which stays
 // valid whatever happens to the log later. Read holds mu shared.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, error) {
+	out := []byte{}
+	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n int64) error {
+		k := len(out)
+		out = slices.Grow(out, int(n))[:k+int(n)]
+		if _, err := s.log.ReadAt(out[k:], pos); err != nil {
+			return fmt.Errorf("read %s at %d: %w", s.name(), pos, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReadChunks is Read for sending to a connection: a run of batches of at
+// least fileMin bytes (fileMin > 0) comes back as a range of a second
+// descriptor of its segment file, for sendfile, instead of being copied
+// into memory. The caller closes the chunks.
+func (l *Log) ReadChunks(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, fileMin int) (sendfile.Chunks, error) {
+	var out sendfile.Chunks
+	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n int64) error {
+		if fileMin > 0 && n >= int64(fileMin) {
+			f, err := s.dupLog()
+			if err != nil {
+				return err
+			}
+			out = append(out, sendfile.Chunk{File: f, Pos: pos, Len: int(n)})
+			return nil
+		}
+		b := make([]byte, n)
+		if _, err := s.log.ReadAt(b, pos); err != nil {
+			return fmt.Errorf("read %s at %d: %w", s.name(), pos, err)
+		}
+		out = append(out, sendfile.Chunk{Data: b})
+		return nil
+	})
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	return out, nil
+}
+
+// spans calls read, in order, for each segment's byte range that Read
+// returns, holding mu shared.
+func (l *Log) spans(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, read func(s *segment, pos, n int64) error) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		return nil, l.errorf("read: %w", ErrClosed)
+		return l.errorf("read: %w", ErrClosed)
 	}
 	leo := l.endOffsetLocked()
 	if offset < l.startOffset || offset > leo {
-		return nil, l.errorf("read offset %d, log has [%d, %d]: %w", offset, l.startOffset, leo, ErrOffsetOutOfRange)
+		return l.errorf("read offset %d, log has [%d, %d]: %w", offset, l.startOffset, leo, ErrOffsetOutOfRange)
 	}
 	maxOffset = min(maxOffset, leo)
-	out := []byte{}
+	total := 0
 	for i := l.segmentIndexLocked(offset); i < len(l.segments); i++ {
-		room := maxBytes - len(out)
-		minOne := minOneBatch && len(out) == 0
+		room := maxBytes - total
+		minOne := minOneBatch && total == 0
 		if room <= 0 && !minOne {
 			break
 		}
-		var done bool
-		var err error
-		out, done, err = l.segments[i].read(out, offset, maxOffset, room, minOne)
+		s := l.segments[i]
+		pos, n, done, err := s.span(offset, maxOffset, room, minOne)
+		if err == nil && n > 0 {
+			err = read(s, pos, n)
+			total += int(n)
+		}
 		if err != nil {
-			return nil, l.errorf("read offset %d: %w", offset, err)
+			return l.errorf("read offset %d: %w", offset, err)
 		}
 		if done {
 			break
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // OffsetForTimestamp answers ListOffsets by timestamp at batch precision:

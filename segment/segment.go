@@ -1,16 +1,15 @@
 package segment
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/kbroker/kbroker/recordbatch"
+	"golang.org/x/sys/unix"
 )
 
 // File name suffixes, as in Kafka.
@@ -188,27 +187,28 @@ func (s *segment) find(target int64) (pos int64, h recordbatch.Header, ok bool, 
 	return s.size, h, false, nil
 }
 
-// read appends to dst the whole batches of this segment starting with the
-// one that contains offset, stopping before the first batch whose
-// NextOffset exceeds maxOffset and within maxBytes (the first batch is
-// exempt when minOne). done reports that later segments cannot add
-// anything (maxOffset or maxBytes reached).
-func (s *segment) read(dst []byte, offset, maxOffset int64, maxBytes int, minOne bool) (_ []byte, done bool, err error) {
+// span finds the bytes of this segment's whole batches that a read from
+// offset returns: starting with the batch that contains offset, stopping
+// before the first batch whose NextOffset exceeds maxOffset, and at most
+// maxBytes long (the first batch is exempt when minOne). n == 0 means none.
+// done reports that later segments cannot add anything (maxOffset or
+// maxBytes reached). Only batch headers are read, not the data.
+func (s *segment) span(offset, maxOffset int64, maxBytes int, minOne bool) (pos, n int64, done bool, err error) {
 	startPos, first, ok, err := s.find(offset)
 	if err != nil {
-		return dst, true, err
+		return 0, 0, true, err
 	}
 	if !ok {
-		return dst, false, nil
+		return 0, 0, false, nil
 	}
 	if first.NextOffset() > maxOffset {
-		return dst, true, nil
+		return 0, 0, true, nil
 	}
 	endPos := s.size
 	if maxOffset < s.next {
 		p, _, ok, err := s.find(maxOffset)
 		if err != nil {
-			return dst, true, err
+			return 0, 0, true, err
 		}
 		if ok {
 			endPos = p
@@ -216,31 +216,56 @@ func (s *segment) read(dst []byte, offset, maxOffset int64, maxBytes int, minOne
 		done = true
 	}
 	avail := endPos - startPos
-	want := min(avail, int64(max(maxBytes, 0)))
-	if want < int64(first.Size()) {
+	maxBytes = max(maxBytes, 0)
+	if int64(maxBytes) >= avail {
+		return startPos, avail, done, nil
+	}
+	if first.Size() > maxBytes {
 		if !minOne {
-			return dst, true, nil
+			return 0, 0, true, nil
 		}
-		want = int64(first.Size())
+		return startPos, int64(first.Size()), true, nil
 	}
-	n := len(dst)
-	dst = slices.Grow(dst, int(want))[:n+int(want)]
-	if _, err := s.log.ReadAt(dst[n:], startPos); err != nil {
-		return dst[:n], true, fmt.Errorf("read %s at %d: %w", s.name(), startPos, err)
+	end, err := s.lastBoundary(startPos, startPos+int64(maxBytes))
+	if err != nil {
+		return 0, 0, true, err
 	}
-	// Keep whole batches only.
-	buf, used := dst[n:], 0
-	for used+recordbatch.LogOverhead <= len(buf) {
-		size := recordbatch.LogOverhead + int(int32(binary.BigEndian.Uint32(buf[used+8:])))
-		if size < recordbatch.HeaderSize || used+size > len(buf) {
-			break
-		}
-		used += size
+	return startPos, end - startPos, true, nil
+}
+
+// lastBoundary is the end of the last whole batch between from (a batch
+// start) and limit, or from when the first batch there ends past limit. The
+// offset index jumps close to limit, so only the batch headers of about one
+// index interval are read.
+func (s *segment) lastBoundary(from, limit int64) (int64, error) {
+	start := max(from, s.offIdx.floorPosition(limit))
+	end := start
+	sc := newBatchScanner(s.log, start, s.size, false)
+	sc.readAhead = findScanBuf
+	for sc.next() && sc.nextP <= limit {
+		end = sc.nextP
 	}
-	if int64(used) < avail {
-		done = true
+	if sc.err != nil {
+		return 0, fmt.Errorf("%s: %w", s.name(), sc.err)
 	}
-	return dst[:n+used], done, nil
+	return end, nil
+}
+
+// dupLog opens a second descriptor of the .log file, which stays readable
+// after the segment is closed, truncated away or deleted.
+func (s *segment) dupLog() (*os.File, error) {
+	rc, err := s.log.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("dup %s: %w", s.name(), err)
+	}
+	fd, dupErr := -1, error(nil)
+	if err := rc.Control(func(old uintptr) { fd, dupErr = unix.FcntlInt(old, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("dup %s: %w", s.name(), err)
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("dup %s: %w", s.name(), dupErr)
+	}
+	return os.NewFile(uintptr(fd), s.log.Name()), nil
 }
 
 // loadTail recomputes next and the max timestamp from the last index

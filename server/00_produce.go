@@ -34,9 +34,17 @@ import (
 
 func init() { registerAPI(kmsg.Produce.Int16(), 0, 11, handleProduce) }
 
+// produceResponse is a Produce response that may still wait for
+// replication: await completes it (acks=all), so that the connection can
+// append the next produce request meanwhile.
+type produceResponse struct {
+	*kmsg.ProduceResponse
+	await func()
+}
+
 func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp := &produceResponse{ProduceResponse: req.ResponseKind().(*kmsg.ProduceResponse), await: func() {}}
 	now := time.Now()
 
 	type pending struct {
@@ -109,12 +117,17 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 		return nil, nil
 	}
 	if len(waits) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
-		defer cancel()
-		for _, w := range waits {
-			if err := w.part.WaitForHighWatermark(wctx, w.lastOffset); err != nil {
-				w.out.ErrorCode = protocol.ErrorCode(err)
-				w.out.BaseOffset = -1
+		// The timeout counts from the request's arrival, not from when
+		// the connection gets to waiting for it.
+		deadline := now.Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
+		resp.await = func() {
+			wctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			for _, w := range waits {
+				if err := w.part.WaitForHighWatermark(wctx, w.lastOffset); err != nil {
+					w.out.ErrorCode = protocol.ErrorCode(err)
+					w.out.BaseOffset = -1
+				}
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,14 +48,34 @@ type fetchTarget struct {
 	part *replica.Partition
 	err  error
 	out  kmsg.FetchResponseTopicPartition
+	// records are out's record batches, sent in place of RecordBatches
+	// (file ranges go out with sendfile).
+	records sendfile.Chunks
 	// include says the partition goes in the response (always for full
 	// fetches; for incremental ones only when something changed).
 	include bool
 }
 
+// fetchResponse is a Fetch response whose partitions' records are chunks:
+// records[t][p] belongs to Topics[t].Partitions[p]. Whoever writes it
+// closes the chunks (Close).
+type fetchResponse struct {
+	*kmsg.FetchResponse
+	records [][]sendfile.Chunks
+}
+
+// Close releases the segment file descriptors of the records.
+func (r *fetchResponse) Close() {
+	for _, t := range r.records {
+		for _, cs := range t {
+			cs.Close()
+		}
+	}
+}
+
 func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp := &fetchResponse{FetchResponse: req.ResponseKind().(*kmsg.FetchResponse)}
 	now := time.Now()
 	md := b.controller.Metadata()
 
@@ -177,6 +198,7 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 	byTopic := map[string]int{}
 	for _, t := range targets {
 		if !t.include {
+			t.records.Close()
 			continue
 		}
 		if t.sp != nil && session != nil && t.err == nil {
@@ -189,10 +211,12 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 			rt.Topic = t.sp.topic
 			rt.TopicID = t.sp.topicID
 			resp.Topics = append(resp.Topics, rt)
+			resp.records = append(resp.records, nil)
 			i = len(resp.Topics) - 1
 			byTopic[t.sp.topic] = i
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, t.out)
+		resp.records[i] = append(resp.records[i], t.records)
 	}
 	for id, parts := range unknownIDs {
 		rt := kmsg.NewFetchResponseTopic()
@@ -218,6 +242,9 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 	total := 0
 	news := false
 	for _, t := range targets {
+		// A read again (after a long-poll wait) replaces the last one.
+		t.records.Close()
+		t.records = nil
 		out := kmsg.NewFetchResponseTopicPartition()
 		out.Partition = t.sp.partition
 		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
@@ -267,11 +294,10 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 		out.HighWatermark = res.HighWatermark
 		out.LastStableOffset = res.HighWatermark
 		out.LogStartOffset = res.LogStartOffset
-		if res.Records != nil {
-			out.RecordBatches = res.Records
-		}
-		total += len(res.Records)
-		if len(res.Records) > 0 {
+		t.records = res.Records
+		size := res.Records.Size()
+		total += size
+		if size > 0 {
 			t.include = true
 		}
 		if incremental && (res.HighWatermark != t.sp.sentHighWatermark || res.LogStartOffset != t.sp.sentLogStartOffset) {

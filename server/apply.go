@@ -223,14 +223,14 @@ func (o *offsetsLog) ReadAll(ctx context.Context, partition int32, fn func(batch
 		// Up to the log end, not the high watermark, as Kafka's group
 		// loading: right after an election the high watermark may still
 		// lag (after a restart it starts at the log start).
-		res, err := part.ReadToLogEnd(offset, 1<<20)
+		recs, err := part.ReadToLogEnd(offset, 1<<20)
 		if err != nil {
 			return err
 		}
-		if len(res.Records) == 0 {
+		if len(recs) == 0 {
 			return nil
 		}
-		batches, headers, err := recordbatch.Split(res.Records)
+		batches, headers, err := recordbatch.Split(recs)
 		if err != nil {
 			return fmt.Errorf("read %s-%d at %d: %w", offsetsTopic, partition, offset, err)
 		}

@@ -6,21 +6,56 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync"
+	"syscall"
 
+	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// maxPipelinedProduces bounds how many produce requests of one connection
+// may wait for replication at once (the clients' default of at most five
+// requests in flight).
+const maxPipelinedProduces = 5
+
+// queuedResponse is a response waiting its turn to be written.
+type queuedResponse struct {
+	correlationID int32
+	resp          kmsg.Response // nil when raw is the encoded response
+	raw           []byte
+}
+
 // serveConn reads requests from one connection and answers them in order.
-// It reads the next request only after answering the previous one, as
-// Kafka mutes a channel while a request is in flight.
+// As Kafka, it handles one request at a time: the next request is read and
+// handled only once the previous one is answered, with one exception.
+// A produce request's wait for replication (acks=all) does not hold up the
+// next produce request on the connection: that one is appended at once,
+// and the two wait together, so that a producer with several requests in
+// flight is not limited to one replication round trip per request.
+// Appends still happen one request at a time in arrival order and the
+// answers go out in order; any other request waits until every earlier
+// one is answered.
 func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 	logger := b.logger.With("remote", c.RemoteAddr().String())
+	queue := make(chan queuedResponse, maxPipelinedProduces-1)
+	var unanswered sync.WaitGroup
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		b.writeResponses(c, logger, queue, &unanswered)
+	}()
+	defer func() {
+		close(queue)
+		<-writerDone
+	}()
+
 	r := bufio.NewReaderSize(c, 64<<10)
-	var frameBuf, out []byte
+	var frameBuf []byte
 	for {
 		frame, err := protocol.ReadFrame(r, b.cfg.SocketRequestMaxBytes, frameBuf)
 		if err != nil {
@@ -32,14 +67,17 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		hdr, req, err := protocol.ParseRequest(frame, versionRange)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnsupportedVersion) && hdr.APIKey == kmsg.ApiVersions.Int16() {
-				out = protocol.AppendResponse(out[:0], hdr.CorrelationID, unsupportedAPIVersions())
-				if _, err := c.Write(out); err != nil {
-					return
-				}
+				unanswered.Wait()
+				unanswered.Add(1)
+				queue <- queuedResponse{raw: protocol.AppendResponse(nil, hdr.CorrelationID, unsupportedAPIVersions())}
 				continue
 			}
 			logger.Warn("closing connection: bad request", "api_key", hdr.APIKey, "api_version", hdr.APIVersion, "client_id", hdr.ClientID, "err", err)
 			return
+		}
+		isProduce := hdr.APIKey == kmsg.Produce.Int16()
+		if !isProduce {
+			unanswered.Wait()
 		}
 		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion}
 		resp, err := b.handle(ctx, rc, req)
@@ -50,7 +88,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		// Produce and Fetch bodies are consumed before the handler returns,
 		// so their frame buffer can be reused; other requests (group
 		// metadata) may keep slices of it.
-		if hdr.APIKey == kmsg.Produce.Int16() || hdr.APIKey == kmsg.Fetch.Int16() {
+		if isProduce || hdr.APIKey == kmsg.Fetch.Int16() {
 			frameBuf = frame[:0]
 		} else {
 			frameBuf = nil
@@ -58,24 +96,71 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		if resp == nil {
 			continue // acks=0 produce: no response
 		}
-		if fr, ok := resp.(*kmsg.FetchResponse); ok {
-			// Records go from the read buffers to the socket with writev,
-			// without being copied into out.
-			var bufs net.Buffers
-			bufs, out = protocol.FetchResponseBuffers(out[:0], hdr.CorrelationID, fr)
-			if _, err := bufs.WriteTo(c); err != nil {
-				return
+		unanswered.Add(1)
+		queue <- queuedResponse{correlationID: hdr.CorrelationID, resp: resp}
+	}
+}
+
+// writeResponses writes the queued responses in order, each once it is
+// complete (a produce's replication wait). After a failed write it closes
+// the connection, which ends the reader, and drops the rest.
+func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan queuedResponse, unanswered *sync.WaitGroup) {
+	var out []byte
+	broken := false
+	for q := range queue {
+		if pr, ok := q.resp.(*produceResponse); ok {
+			pr.await()
+		}
+		var err error
+		switch {
+		case broken:
+		case q.resp == nil:
+			_, err = c.Write(q.raw)
+		default:
+			err = b.writeResponse(c, q.correlationID, q.resp, &out)
+		}
+		if fr, ok := q.resp.(*fetchResponse); ok {
+			fr.Close()
+		}
+		if err != nil && !broken {
+			broken = true
+			// A peer going away is not worth a line; records that could
+			// not be delivered as promised are.
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+				logger.Warn("closing connection: writing response", "err", err)
 			}
-		} else {
-			out = protocol.AppendResponse(out[:0], hdr.CorrelationID, resp)
-			if _, err := c.Write(out); err != nil {
-				return
-			}
+			c.Close()
 		}
 		if cap(out) > 4<<20 {
 			out = nil // do not pin large fetch responses between requests
 		}
+		unanswered.Done()
 	}
+}
+
+// writeResponse encodes and writes one response, keeping out as the grown
+// encoding buffer. Fetch records go from the segment files to the socket
+// with sendfile (small ones from memory with writev), without being copied
+// into out.
+func (b *Broker) writeResponse(c net.Conn, correlationID int32, resp kmsg.Response, out *[]byte) error {
+	if fr, ok := resp.(*fetchResponse); ok {
+		return b.writeFetchResponse(c, correlationID, fr, out)
+	}
+	*out = protocol.AppendResponse((*out)[:0], correlationID, resp)
+	_, err := c.Write(*out)
+	return err
+}
+
+// writeFetchResponse encodes and writes a Fetch response, keeping out as
+// the grown encoding buffer.
+func (b *Broker) writeFetchResponse(c net.Conn, correlationID int32, fr *fetchResponse, out *[]byte) error {
+	chunks, grown, err := protocol.FetchResponseChunks((*out)[:0], correlationID, fr.FetchResponse, fr.records)
+	*out = grown
+	if err != nil {
+		return err
+	}
+	_, err = sendfile.WriteTo(c, chunks)
+	return err
 }
 
 // handle runs the request's handler, turning a panic into a closed

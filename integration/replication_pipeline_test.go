@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestReplicationPipelinedProduce: produce requests sent back to back on
+// one connection are appended in order while an earlier acks=all request
+// still waits for its followers, and every answer comes back in request
+// order once the followers catch up (a non-produce request after them is
+// answered last).
+func TestReplicationPipelinedProduce(t *testing.T) {
+	const topic = "pipelined"
+	// A long lag time: the paused followers stay in the ISR, so the
+	// acks=all requests wait for them rather than for an ISR shrink.
+	c := startReplCluster(t, replOpts{brokers: 3, session: isrSession, lag: 30 * time.Second})
+	states := c.createTopic(topic, 1, nil)
+	leader := states[0].Leader
+	followers := otherThan(3, leader)
+	rc := dialRaw(t, c.broker(leader).Addr())
+
+	for _, id := range followers {
+		c.broker(id).Signal(syscall.SIGSTOP)
+	}
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			for _, id := range followers {
+				c.broker(id).Signal(syscall.SIGCONT)
+			}
+		}
+	}
+	defer resume()
+
+	type sent struct {
+		corr int32
+		resp kmsg.Response
+	}
+	var reqs []sent
+	for i, acks := range []int16{-1, -1, 1, -1} {
+		req := produceRequest(7, acks, topic, rawBatch(i+1, 20))
+		req.TimeoutMillis = 20000
+		resp := req.ResponseKind()
+		resp.SetVersion(req.GetVersion())
+		reqs = append(reqs, sent{rc.send(req), resp})
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 7
+	mdResp := md.ResponseKind()
+	mdResp.SetVersion(md.GetVersion())
+	reqs = append(reqs, sent{rc.send(md), mdResp})
+
+	// All four produce requests (1+2+3+4 records) are in the leader's log
+	// while the first still waits for the paused followers.
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		_, leo, err := c.partitionOffsets(leader, topic, 0)
+		if err != nil {
+			return err
+		}
+		if leo != 10 {
+			return fmt.Errorf("leader log end %d, want 10", leo)
+		}
+		return nil
+	})
+	if paused := time.Since(stopped); paused > isrSession-2*time.Second {
+		t.Fatalf("followers paused %v, too close to the session timeout %v for this test to mean anything", paused, isrSession)
+	}
+	rc.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, _ := rc.conn.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("an acks=all produce was answered while its followers were paused")
+	}
+	resume()
+
+	wantBase := int64(0)
+	for i, r := range reqs {
+		rc.read(r.corr, r.resp)
+		pr, ok := r.resp.(*kmsg.ProduceResponse)
+		if !ok {
+			if i != len(reqs)-1 {
+				t.Fatalf("response %d is not a produce response", i)
+			}
+			continue
+		}
+		got := pr.Topics[0].Partitions[0]
+		if got.ErrorCode != 0 || got.BaseOffset != wantBase {
+			t.Errorf("produce %d: %s at base offset %d, want success at %d", i, errName(got.ErrorCode), got.BaseOffset, wantBase)
+		}
+		wantBase += int64(i + 1)
+	}
+	if end := c.waitInSyncEverywhere(20*time.Second, topic, 0); end != 10 {
+		t.Errorf("every replica ends at %d, want 10 records", end)
+	}
+}

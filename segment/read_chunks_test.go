@@ -1,0 +1,93 @@
+package segment
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// ReadChunks returns what Read returns, whether the batches come back as
+// file ranges or as bytes, for any offset and byte limit; the whole-batch
+// cut found through the index matches a linear walk of the batches.
+func TestReadChunksMatchesRead(t *testing.T) {
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 700
+	cfg.SegmentBytes = 20 << 10
+	l := openLog(t, t.TempDir(), cfg, true, nil)
+	defer l.Close()
+	a := newAppender(t, l)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 200; i++ {
+		a.add(1+rng.IntN(5), rng.IntN(1500))
+	}
+	leo := l.EndOffset()
+	for trial := 0; trial < 2000; trial++ {
+		offset := rng.Int64N(leo + 1)
+		maxBytes := rng.IntN(12 << 10)
+		minOne := rng.IntN(2) == 0
+		want, err := l.Read(offset, maxBytes, leo, minOne)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The linear reference: whole batches from the one holding offset
+		// while they fit (the first one always with minOne).
+		var ref []byte
+		for i, h := range a.headers {
+			if h.LastOffset() < offset {
+				continue
+			}
+			b := a.batches[i]
+			if len(ref)+len(b) > maxBytes && !(minOne && len(ref) == 0) {
+				break
+			}
+			ref = append(ref, b...)
+		}
+		if !bytes.Equal(want, ref) {
+			t.Fatalf("Read(%d, %d, minOne %v): %d bytes, reference %d", offset, maxBytes, minOne, len(want), len(ref))
+		}
+		for _, fileMin := range []int{1, 1 << 30} {
+			cs, err := l.ReadChunks(offset, maxBytes, leo, minOne, fileMin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				if (c.File != nil) != (fileMin == 1) {
+					t.Fatalf("fileMin %d: chunk with file %v", fileMin, c.File != nil)
+				}
+			}
+			got, err := cs.AppendTo(nil)
+			cs.Close()
+			if err != nil || !bytes.Equal(got, want) || cs.Size() != len(want) {
+				t.Fatalf("ReadChunks(%d, %d, minOne %v, fileMin %d): %d bytes (size %d), Read %d: %v",
+					offset, maxBytes, minOne, fileMin, len(got), cs.Size(), len(want), err)
+			}
+		}
+	}
+}
+
+// File chunks stay readable after their segments are deleted and the log
+// is closed: a response being sent is not cut short by retention.
+func TestReadChunksOutliveTheLog(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, testConfig(), true, nil)
+	a := newAppender(t, l)
+	for i := 0; i < 20; i++ {
+		a.add(3, 1000)
+	}
+	cs, err := l.ReadChunks(0, 1<<20, l.EndOffset(), true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.AppendTo(nil)
+	if err != nil || !bytes.Equal(got, a.from(0)) {
+		t.Fatalf("after close and delete: %d bytes, want %d: %v", len(got), len(a.from(0)), err)
+	}
+}

@@ -10,7 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// LeaderConn is a connection to a leader broker (kafkaconn.Conn).
+// LeaderConn is a connection to a leader broker (kafkaconn.Conn). The byte
+// fields of a response (fetched records) may be valid only until the next
+// Request: the fetcher is done with each response before sending another.
 type LeaderConn interface {
 	Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	Close()

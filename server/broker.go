@@ -109,7 +109,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.cfg.ZookeeperConnect != "" {
 		rcfg.ISRWriter = &isrWriter{b: b}
 		clientID := "kbroker-replica-" + strconv.Itoa(int(b.cfg.BrokerID))
-		rcfg.Dial = func(_ int32, addr string) replica.LeaderConn { return kafkaconn.New(addr, clientID) }
+		rcfg.Dial = func(_ int32, addr string) replica.LeaderConn {
+			return kafkaconn.New(addr, clientID).ReuseResponseBuffer()
+		}
 	}
 	b.replicas, err = replica.Open(rcfg, b.logger)
 	if err != nil {

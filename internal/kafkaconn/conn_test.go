@@ -44,7 +44,11 @@ func startBroker(t *testing.T) string {
 
 func TestRequestsFlexibleAndNot(t *testing.T) {
 	addr := startBroker(t)
-	c := kafkaconn.New(addr, "test")
+	t.Run("new buffer per response", func(t *testing.T) { requestsFlexibleAndNot(t, kafkaconn.New(addr, "test")) })
+	t.Run("one reused buffer", func(t *testing.T) { requestsFlexibleAndNot(t, kafkaconn.New(addr, "test").ReuseResponseBuffer()) })
+}
+
+func requestsFlexibleAndNot(t *testing.T, c *kafkaconn.Conn) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -6,11 +6,16 @@
 #   1. throughput, RF 3 acks=all vs RF 1 acks=1
 #   2. produce latency at a fixed RATE (default 20,000 records/s), RF 3
 #      acks=all vs kfake
-# Environment: RECORDS (default 200000), RATE (default 20000).
+# Each pair runs RUNS times, alternating, and the summary gives medians and
+# the median of the paired runs' ratios (the machine is small and noisy:
+# read the ratios).
+# Environment: RECORDS (default 200000), RATE (default 20000), RUNS
+# (default 3), KBROKER=path to use an already built broker binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RECORDS=${RECORDS:-200000}
 RATE=${RATE:-20000}
+RUNS=${RUNS:-3}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kbench-cluster.XXXXXX")
 pids=()
@@ -31,7 +36,11 @@ wait_port() {
 	return 1
 }
 
-go build -o "$work/kbroker" ./cmd/kbroker
+if [[ -n "${KBROKER:-}" ]]; then
+	cp "$KBROKER" "$work/kbroker"
+else
+	go build -o "$work/kbroker" ./cmd/kbroker
+fi
 go build -o "$work/kbench" ./cmd/kbench
 
 zkport=$(free_port)
@@ -60,10 +69,47 @@ done
 for b in "${brokers[@]}"; do wait_port "${b##*:}"; done
 seeds=$(IFS=,; echo "${brokers[*]}")
 
-echo "== 1. throughput: RF 3 acks=all (3 brokers) vs RF 1 acks=1 (embedded), 1 KiB x $RECORDS, 6 partitions"
-"$work/kbench" --brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6
-"$work/kbench" --kbroker "$work/kbroker" --acks 1 --records "$RECORDS" --partitions 6
-echo
-echo "== 2. latency at $RATE records/s: RF 3 acks=all (3 brokers) vs kfake (one in-memory broker: RF 1, acks=all)"
-"$work/kbench" --brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6 --rate "$RATE"
-"$work/kbench" --kfake --acks all --records "$RECORDS" --partitions 6 --rate "$RATE"
+cluster=(--brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6 --json)
+single=(--kbroker "$work/kbroker" --acks 1 --records "$RECORDS" --partitions 6 --json)
+kfake=(--kfake --acks all --records "$RECORDS" --partitions 6 --rate "$RATE" --json)
+mkdir -p "$work/results"
+for run in $(seq "$RUNS"); do
+	echo "== run $run of $RUNS" >&2
+	"$work/kbench" "${cluster[@]}" >"$work/results/throughput-rf3-$run.json"
+	"$work/kbench" "${single[@]}" >"$work/results/throughput-rf1-$run.json"
+	"$work/kbench" "${cluster[@]}" --rate "$RATE" >"$work/results/latency-rf3-$run.json"
+	"$work/kbench" "${kfake[@]}" >"$work/results/latency-kfake-$run.json"
+done
+
+python3 - "$work/results" "$RUNS" "$RECORDS" "$RATE" <<'PY'
+import json, statistics, sys
+d, runs, records, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def med(name, key):
+    vals = []
+    for i in range(1, runs + 1):
+        with open(f"{d}/{name}-{i}.json") as f:
+            vals += [r[key] for r in json.load(f)["runs"]]
+    return statistics.median(vals), vals
+def show(vals, fmt):
+    return " ".join(fmt.format(v) for v in vals)
+print(f"1 KiB x {records} records, 6 partitions; medians of {runs} alternating runs")
+print()
+rf3, rf3v = med("throughput-rf3", "produce_records_per_sec")
+rf1, rf1v = med("throughput-rf1", "produce_records_per_sec")
+print("== 1. produce throughput, as fast as possible")
+print(f"  RF 3 acks=all (3 brokers, idempotent): {rf3:10,.0f} records/s  (runs: {show(rf3v, '{:,.0f}')})")
+print(f"  RF 1 acks=1 (embedded broker):         {rf1:10,.0f} records/s  (runs: {show(rf1v, '{:,.0f}')})")
+pairs = [a / b for a, b in zip(rf3v, rf1v)]
+print(f"  ratio RF 3 / RF 1, median of the {runs} paired runs: {statistics.median(pairs):.2f}x  (runs: {show(pairs, '{:.2f}')})")
+c3, _ = med("throughput-rf3", "consume_records_per_sec")
+print(f"  consume from the RF 3 cluster: {c3:,.0f} records/s")
+print()
+print(f"== 2. produce latency at {rate} records/s (ms)")
+for name, label in (("latency-rf3", "RF 3 acks=all (3 brokers)"), ("latency-kfake", "kfake (one in-memory broker, acks=all)")):
+    p50, _ = med(name, "latency_p50_ms")
+    p99, _ = med(name, "latency_p99_ms")
+    p999, _ = med(name, "latency_p999_ms")
+    print(f"  {label:40s} p50 {p50:7.2f}  p99 {p99:7.2f}  p99.9 {p999:7.2f}")
+r99 = med("latency-rf3", "latency_p99_ms")[0] / med("latency-kfake", "latency_p99_ms")[0]
+print(f"  ratio p99 RF 3 / kfake: {r99:.2f}x")
+PY

@@ -68,6 +68,18 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 	if err := createTopic(ctx, adm, topic, cfg.partitions, cfg.replication); err != nil {
 		return err
 	}
+	if cfg.topic == "" {
+		// A fresh topic per run: delete it afterwards, so that the data of
+		// earlier runs (page cache, dirty pages being written back) does
+		// not slow the later runs against the same cluster.
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if _, err := adm.DeleteTopic(dctx, topic); err != nil {
+				w.logf("deleting topic %q: %v", topic, err)
+			}
+		}()
+	}
 	// Warm up: one synchronous record loads the topic's metadata and opens
 	// the produce connection, so neither is charged to the first measured
 	// records. End offsets are taken after it, so it is not consumed.

@@ -16,6 +16,8 @@ type config struct {
 	brokers      []string // --brokers: an already running cluster
 	kfake        bool     // --kfake: an in-process kfake cluster
 	kbrokerPath  string   // --kbroker: a kbroker binary to start per run
+	instant      bool     // --instant: a stand-in that answers fetches at once (consume only)
+	serveInstant string   // --serve-instant: be that stand-in (kbench runs itself so)
 	vsKfake      bool     // --vs-kfake: also run the workload against kfake
 	runs         int      // --runs: repetitions; medians are reported
 	topic        string   // --topic: empty = fresh unique name per run
@@ -55,6 +57,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	)
 	fs.StringVar(&brokers, "brokers", "", "comma separated seed brokers of a running cluster (host:port[,host:port...])")
 	fs.BoolVar(&c.kfake, "kfake", false, "run against an in-process franz-go kfake cluster (1 broker)")
+	fs.BoolVar(&c.instant, "instant", false, "run against a stand-in broker process that answers every fetch at once from memory: the consumer's own ceiling (consume only)")
+	fs.StringVar(&c.serveInstant, "serve-instant", "", "internal: be the --instant stand-in, listening on this address")
 	fs.StringVar(&c.kbrokerPath, "kbroker", "", "path of a kbroker binary to start (per run) on a free 127.0.0.1 port with a temp data dir")
 	fs.Var(&brokerArgs, "kbroker-arg", "extra argument passed to the --kbroker binary (repeatable)")
 	fs.BoolVar(&c.vsKfake, "vs-kfake", false, "also run the same workload against kfake and print ratios target/kfake")
@@ -117,11 +121,16 @@ func (c *config) validate() error {
 	if c.kbrokerPath != "" {
 		targets++
 	}
+	if c.instant {
+		targets++
+	}
 	switch {
+	case c.serveInstant != "":
+		return nil
 	case targets == 0:
-		return errors.New("one of --brokers, --kfake or --kbroker is required")
+		return errors.New("one of --brokers, --kfake, --kbroker or --instant is required")
 	case targets > 1:
-		return errors.New("--brokers, --kfake and --kbroker are mutually exclusive")
+		return errors.New("--brokers, --kfake, --kbroker and --instant are mutually exclusive")
 	case c.vsKfake && c.kfake:
 		return errors.New("--vs-kfake needs --brokers or --kbroker as the other target")
 	case len(c.brokerArgs) > 0 && c.kbrokerPath == "":

@@ -178,6 +178,7 @@ func TestParseFlags(t *testing.T) {
 		{},                                // no target
 		{"--kfake", "--brokers", "a:1"},   // two targets
 		{"--kfake", "--kbroker", "x"},     // two targets
+		{"--instant", "--kfake"},          // two targets
 		{"--kfake", "--vs-kfake"},         // nothing to compare
 		{"--brokers", ","},                // empty broker list
 		{"--kfake", "--kbroker-arg", "x"}, // arg without --kbroker
@@ -284,6 +285,16 @@ func TestMain(m *testing.M) {
 		fakeKbroker()
 		return
 	}
+	// --instant runs kbench's own binary (here: this test binary) as the
+	// stand-in.
+	if len(os.Args) > 1 && os.Args[1] == "--serve-instant" {
+		cfg, err := parseFlags(os.Args[1:], os.Stderr)
+		if err == nil {
+			err = serveInstant(cfg.serveInstant, cfg.partitions, cfg.recordSize, cfg.batchMax)
+		}
+		fmt.Fprintln(os.Stderr, "instant stand-in:", err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
 }
 
@@ -309,6 +320,29 @@ func fakeKbroker() {
 	<-sig
 	c.Close()
 	os.Exit(0)
+}
+
+// The instant stand-in serves every record asked for, in its own process,
+// and only consumption is measured.
+func TestInstantStandIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	cfg, err := parseFlags([]string{"--instant", "--records", "5000", "--record-size", "100",
+		"--partitions", "3", "--batch-max-bytes", "20000", "--timeout", "30s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runAll(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.failed() || len(rep.Summary) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if s := rep.Summary[0]; s.Target != "instant" || s.Consumed < 5000 || s.ConsumeRecS <= 0 || s.ProduceRecS != 0 {
+		t.Fatalf("instant summary %+v", s)
+	}
 }
 
 func TestKbrokerProcess(t *testing.T) {

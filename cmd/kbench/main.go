@@ -3,7 +3,8 @@
 // fixed --rate), and consume throughput. It can start a kbroker binary
 // itself (--kbroker, measuring its peak RSS and start-up time) and compare
 // against franz-go's in-process kfake cluster with identical client
-// settings (--vs-kfake).
+// settings (--vs-kfake). --instant measures the consumer alone, against a
+// stand-in broker that answers every fetch at once.
 //
 // Examples:
 //
@@ -11,6 +12,7 @@
 //	kbench --kbroker ./kbroker --vs-kfake --runs 3
 //	kbench --kbroker ./kbroker --vs-kfake --rate 20000 --runs 3
 //	kbench --brokers 127.0.0.1:9092 --acks all --compression zstd --json
+//	kbench --instant --vs-kfake --runs 3   # the consumer's own ceiling
 package main
 
 import (
@@ -39,6 +41,11 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kbench:", err)
 		os.Exit(2)
+	}
+	if cfg.serveInstant != "" {
+		err := serveInstant(cfg.serveInstant, cfg.partitions, cfg.recordSize, cfg.batchMax)
+		fmt.Fprintln(os.Stderr, "kbench: instant stand-in:", err)
+		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -116,6 +123,7 @@ const (
 	kindBrokers targetKind = "brokers"
 	kindKfake   targetKind = "kfake"
 	kindKbroker targetKind = "kbroker"
+	kindInstant targetKind = "instant"
 )
 
 func (c *config) primary() targetKind {
@@ -124,6 +132,8 @@ func (c *config) primary() targetKind {
 		return kindKfake
 	case c.kbrokerPath != "":
 		return kindKbroker
+	case c.instant:
+		return kindInstant
 	}
 	return kindBrokers
 }
@@ -254,6 +264,23 @@ func runOnce(ctx context.Context, cfg *config, pool *valuePool, kind targetKind,
 		res.StartupMs = ms(startup)
 		// kfake runs inside kbench, so its RSS can't be told apart from
 		// the client's; it is left unknown.
+	case kindInstant:
+		p, err := startInstant(ctx, cfg)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer p.stop()
+		// Nothing to produce: every offset of every partition exists.
+		start := make(map[int32]int64, cfg.partitions)
+		for i := 0; i < cfg.partitions; i++ {
+			start[int32(i)] = 0
+		}
+		w.logf("consuming %d records from the instant stand-in on %s", cfg.records, p.addr)
+		if err := w.consumeAll(wctx, []string{p.addr}, topic, start, cfg.records, &res); err != nil {
+			res.Error = err.Error()
+		}
+		return res
 	case kindKbroker:
 		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.startTimeout)
 		if err != nil {

@@ -52,6 +52,7 @@ type Config struct {
 	ZookeeperConnectionTimeout time.Duration // zookeeper.connection.timeout.ms (default: session timeout)
 
 	ReplicaLagTimeMax           time.Duration // replica.lag.time.max.ms (default 30s in Kafka 3.x; 10s here as the mission states)
+	ReplicaFetchWaitMax         time.Duration // replica.fetch.wait.max.ms
 	MinInsyncReplicas           int32         // min.insync.replicas (default 1)
 	UncleanLeaderElectionEnable bool          // unclean.leader.election.enable (default false)
 	AutoLeaderRebalanceEnable   bool          // auto.leader.rebalance.enable (default true)

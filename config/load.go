@@ -47,6 +47,7 @@ func Default() Config {
 		ZookeeperConnectionTimeout: 18 * time.Second,
 
 		ReplicaLagTimeMax:           10 * time.Second,
+		ReplicaFetchWaitMax:         500 * time.Millisecond,
 		MinInsyncReplicas:           1,
 		UncleanLeaderElectionEnable: false,
 		AutoLeaderRebalanceEnable:   true,
@@ -357,6 +358,7 @@ func properties() []prop {
 		durationProp("zookeeper.connection.timeout.ms", "ZooKeeper connect timeout (default: session timeout)", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ZookeeperConnectionTimeout }),
 
 		durationProp("replica.lag.time.max.ms", "a follower not caught up for this long leaves the ISR", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ReplicaLagTimeMax }),
+		durationProp("replica.fetch.wait.max.ms", "how long a follower's fetch waits at the leader for new records", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ReplicaFetchWaitMax }),
 		int32Prop("min.insync.replicas", "ISR size needed for acks=all writes", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MinInsyncReplicas }),
 		boolProp("unclean.leader.election.enable", "let an out-of-sync replica lead (loses data)", func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),
 		boolProp("auto.leader.rebalance.enable", "move leadership back to the preferred (first) replica when it is in sync", func(c *Config) *bool { return &c.AutoLeaderRebalanceEnable }),

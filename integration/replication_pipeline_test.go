@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -96,5 +97,40 @@ func TestReplicationPipelinedProduce(t *testing.T) {
 	}
 	if end := c.waitInSyncEverywhere(20*time.Second, topic, 0); end != 10 {
 		t.Errorf("every replica ends at %d, want 10 records", end)
+	}
+}
+
+// TestReplicationNewPartitionsNotHeldByLongPoll: a follower whose fetch is
+// parked at a leader (nothing new to copy, replica.fetch.wait.max.ms long)
+// starts copying a partition it is given at once, instead of after the
+// long poll runs out, so a new topic's first acks=all writes are not
+// delayed by it.
+func TestReplicationNewPartitionsNotHeldByLongPoll(t *testing.T) {
+	const fetchWait = 6 * time.Second
+	c := startReplCluster(t, replOpts{brokers: 3, session: isrSession, lag: 30 * time.Second,
+		extra: []string{"replica.fetch.wait.max.ms=" + strconv.Itoa(int(fetchWait/time.Millisecond))}})
+	// Every broker follows every other one for this idle topic, so each
+	// follower has a fetch parked at each leader.
+	c.createTopic("idle", 3, nil)
+	const topic = "fresh"
+	states := c.createTopic(topic, 3, nil)
+	created := time.Now()
+	for p := int32(0); p < 3; p++ {
+		var code int16
+		var err error
+		for {
+			code, err = c.rawProduce(states[p].Leader, topic, p, -1, 10*time.Second)
+			if err == nil && code == 0 {
+				break
+			}
+			if time.Since(created) > fetchWait+5*time.Second {
+				t.Fatalf("acks=all produce to %s-%d: %s %v", topic, p, errName(code), err)
+			}
+			time.Sleep(20 * time.Millisecond) // the leader may still be applying its view
+		}
+		t.Logf("%s-%d: first acks=all write acknowledged %v after the topic settled", topic, p, time.Since(created).Round(time.Millisecond))
+	}
+	if took := time.Since(created); took > 2*time.Second {
+		t.Errorf("the first acks=all writes to a new topic took %v; followers waited out their parked fetches (%v)", took, fetchWait)
 	}
 }

@@ -23,7 +23,7 @@ type Dialer func(brokerID int32, addr string) LeaderConn
 
 // Follower fetch settings, as Kafka's replica.fetch.* defaults.
 const (
-	replicaFetchWait          = 500 * time.Millisecond
+	defaultReplicaFetchWait   = 500 * time.Millisecond
 	replicaFetchMaxBytes      = 10 << 20
 	replicaFetchPartitionMax  = 1 << 20
 	replicaFetchRequestBudget = 10 * time.Second
@@ -122,9 +122,17 @@ type fetcher struct {
 	done     chan struct{}
 	wake     chan struct{}
 
-	// mu guards parts.
+	// mu guards parts, added and inFlight.
 	mu    sync.Mutex
 	parts map[TopicPartition]*fetchPart
+	// added counts partitions added; a fetch built before the latest
+	// addition is cut short.
+	added uint64
+	// inFlight cancels the fetch being sent, so that a partition added
+	// meanwhile does not wait out the leader's long poll
+	// (replica.fetch.wait.max.ms): a new topic's first acks=all writes
+	// would.
+	inFlight context.CancelFunc
 }
 
 func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
@@ -138,6 +146,10 @@ func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
 func (f *fetcher) addPartition(p *Partition) {
 	f.mu.Lock()
 	f.parts[p.tp] = &fetchPart{p: p, truncate: true}
+	f.added++
+	if f.inFlight != nil {
+		f.inFlight()
+	}
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -158,19 +170,26 @@ func (f *fetcher) stop() {
 }
 
 func (f *fetcher) snapshot() []*fetchPart {
+	parts, _ := f.snapshotAdded()
+	return parts
+}
+
+// snapshotAdded is snapshot with the count of additions it includes.
+func (f *fetcher) snapshotAdded() ([]*fetchPart, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]*fetchPart, 0, len(f.parts))
 	for _, fp := range f.parts {
 		out = append(out, fp)
 	}
-	return out
+	return out, f.added
 }
 
 func (f *fetcher) run() {
 	defer close(f.done)
+	var backoff retryBackoff
 	for {
-		parts := f.snapshot()
+		parts, added := f.snapshotAdded()
 		if len(parts) == 0 {
 			select {
 			case <-f.ctx.Done():
@@ -181,18 +200,24 @@ func (f *fetcher) run() {
 		}
 		err := f.truncate(parts)
 		if err == nil {
-			err = f.fetchOnce(parts)
+			err = f.fetchOnce(parts, added)
 		}
 		if f.ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		if err == nil {
+			backoff.reset()
+			continue
+		}
+		if !errors.Is(err, errNothingToFetch) {
 			f.m.logger.Debug("follower fetch failed", "leader", f.leaderID, "err", err)
-			select {
-			case <-f.ctx.Done():
-				return
-			case <-time.After(followerBackoff):
-			}
+		}
+		// A new view (f.wake) is a reason to try again at once.
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-f.wake:
+		case <-time.After(backoff.next()):
 		}
 	}
 }
@@ -269,11 +294,15 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 }
 
 // fetchOnce sends one Fetch for every partition ready to fetch.
-func (f *fetcher) fetchOnce(parts []*fetchPart) error {
+func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12
 	req.ReplicaID = f.m.cfg.BrokerID
-	req.MaxWaitMillis = int32(replicaFetchWait / time.Millisecond)
+	wait := f.m.cfg.ReplicaFetchWait
+	if wait <= 0 {
+		wait = defaultReplicaFetchWait
+	}
+	req.MaxWaitMillis = int32(wait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
@@ -305,15 +334,22 @@ func (f *fetcher) fetchOnce(parts []*fetchPart) error {
 		sentTo[fp.p.tp] = leader
 	}
 	if len(ready) == 0 {
-		select {
-		case <-f.ctx.Done():
-		case <-f.wake:
-		case <-time.After(followerBackoff):
-		}
-		return nil
+		return errNothingToFetch
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, replicaFetchWait+replicaFetchRequestBudget)
+	ctx, cancel := context.WithTimeout(f.ctx, wait+replicaFetchRequestBudget)
 	defer cancel()
+	f.mu.Lock()
+	if f.added != added {
+		f.mu.Unlock()
+		return nil // a partition came in since the snapshot: start over
+	}
+	f.inFlight = cancel
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight = nil
+		f.mu.Unlock()
+	}()
 	resp, err := f.conn.Request(ctx, req)
 	if err != nil {
 		return err
@@ -376,6 +412,11 @@ func (f *fetcher) fetchOnce(parts []*fetchPart) error {
 	}
 	return firstErr
 }
+
+// errNothingToFetch makes the fetcher back off while every partition
+// still waits for its divergence check (the leader not answering for it
+// yet).
+var errNothingToFetch = errors.New("no partition ready to fetch")
 
 // errAllPartitionsFailed makes the fetcher back off when a whole response
 // was errors.

@@ -216,5 +216,25 @@ func splitWhole(records []byte) ([][]byte, []recordbatch.Header) {
 	return batches, headers
 }
 
-// followerBackoff spaces fetches after errors.
-const followerBackoff = 200 * time.Millisecond
+// Follower retry backoff: a fetch that failed is retried after
+// minFollowerBackoff, doubling with each further failure up to
+// followerBackoff. The common failure, a leader that has not applied the
+// controller's latest view yet (a new topic, an election), clears within
+// milliseconds; a leader that is down should not be hammered.
+const (
+	minFollowerBackoff = 10 * time.Millisecond
+	followerBackoff    = 200 * time.Millisecond
+)
+
+// retryBackoff is the wait before the next retry after consecutive
+// failures.
+type retryBackoff struct{ last time.Duration }
+
+// next returns the wait after one more failure.
+func (b *retryBackoff) next() time.Duration {
+	b.last = min(max(2*b.last, minFollowerBackoff), followerBackoff)
+	return b.last
+}
+
+// reset starts over after a success.
+func (b *retryBackoff) reset() { b.last = 0 }

@@ -73,3 +73,22 @@ func TestCanJoinISR(t *testing.T) {
 		t.Fatal("below HW, below epoch start, or already in: may not join")
 	}
 }
+
+// Retries start fast and double up to the cap; a success starts over.
+func TestRetryBackoff(t *testing.T) {
+	var b retryBackoff
+	var got []time.Duration
+	for i := 0; i < 7; i++ {
+		got = append(got, b.next())
+	}
+	want := []time.Duration{10, 20, 40, 80, 160, 200, 200}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("backoffs %v, want %v ms", got, want)
+		}
+	}
+	b.reset()
+	if d := b.next(); d != minFollowerBackoff {
+		t.Fatalf("after reset %v, want %v", d, minFollowerBackoff)
+	}
+}

@@ -32,6 +32,10 @@ type Config struct {
 	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower not caught
 	// up for longer leaves the ISR.
 	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchWait is replica.fetch.wait.max.ms: how long a
+	// follower's fetch may wait at the leader for records (default
+	// 500 ms).
+	ReplicaFetchWait time.Duration
 	// ISRWriter sends ISR changes to the controller; nil on a single node.
 	ISRWriter ISRWriter
 	// Dial opens a connection to a leader for follower fetching; nil on a

@@ -99,6 +99,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		RetentionCheck:    b.cfg.LogRetentionCheck,
 		BrokerID:          b.cfg.BrokerID,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
+		ReplicaFetchWait:  b.cfg.ReplicaFetchWaitMax,
 	}
 	rcfg.OnStorageError = func(err error) {
 		select {

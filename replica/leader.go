@@ -53,7 +53,7 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 	if offset == st.LogEndOffset {
 		return res, nil
 	}
-	recs, err := p.log.ReadChunks(offset, maxBytes, st.LogEndOffset, true, SendfileMinBytes)
+	recs, err := p.log.ReadChunks(offset, maxBytes, st.LogEndOffset, true, SendfileMinBytes, p.sendFiles)
 	if err != nil {
 		return res, fmt.Errorf("read %s at %d for replica %d: %w", p.tp, offset, replicaID, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/segment"
 )
@@ -59,6 +60,9 @@ type Manager struct {
 
 	stats    Stats
 	fetchers *fetcherManager
+	// sendFiles bounds the segment file descriptors that reads hand out
+	// for sendfile across every partition.
+	sendFiles *sendfile.Budget
 	// hwAtStart is the high watermark checkpoint read at Open.
 	hwAtStart map[TopicPartition]int64
 
@@ -92,6 +96,7 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 	m := &Manager{
 		cfg:           cfg,
 		logger:        logger,
+		sendFiles:     sendfile.NewBudget(sendfileMaxDescriptors),
 		cleanShutdown: clean,
 		partitions:    make(map[TopicPartition]*Partition),
 		hwAtStart:     hw,
@@ -154,6 +159,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		isrs:           m.cfg.ISRWriter,
 		onStorageError: m.cfg.OnStorageError,
 		stats:          &m.stats,
+		sendFiles:      m.sendFiles,
 		cfg:            cfg,
 		leaderEpoch:    -1,
 		leaderID:       -1,

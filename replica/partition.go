@@ -46,6 +46,8 @@ type Partition struct {
 	logger  *slog.Logger
 	isrs    ISRWriter
 	stats   *Stats
+	// sendFiles is the manager's budget of descriptors for sendfile.
+	sendFiles *sendfile.Budget
 	// onStorageError is called when the log cannot be written (a full or
 	// failed disk); the broker then stops, as Kafka halts when its log
 	// dirs fail.
@@ -167,6 +169,9 @@ type AppendResult struct {
 	LastOffset     int64
 	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
 	LogStartOffset int64
+	// LeaderEpoch is the epoch this broker led in when it appended: the
+	// write counts only while that leadership lasts.
+	LeaderEpoch int32
 }
 
 // AppendAsLeader appends validated batches from a producer: it checks
@@ -183,7 +188,7 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 	if requiredAcks == -1 && int32(len(p.isr)) < p.cfg.MinInsyncReplicas {
 		return AppendResult{}, kerr.NotEnoughReplicas
 	}
-	res := AppendResult{BaseOffset: -1, LogAppendTime: -1}
+	res := AppendResult{BaseOffset: -1, LogAppendTime: -1, LeaderEpoch: p.leaderEpoch}
 	// Kafka checks every batch before writing any, so a bad sequence in a
 	// later batch appends nothing.
 	for i, h := range headers {
@@ -246,12 +251,15 @@ func (p *Partition) maybeIncrementHighWatermarkLocked() bool {
 	return false
 }
 
-// WaitForHighWatermark blocks until the high watermark passes offset
-// (acks=all), leadership is lost, or ctx ends.
-func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) error {
+// WaitForHighWatermark blocks until the high watermark passes the append's
+// last offset (acks=all), the leadership the append was made under ends,
+// or ctx ends. Leadership that moved away and came back counts as ended:
+// the write may have been truncated in between, so it is not confirmed.
+func (p *Partition) WaitForHighWatermark(ctx context.Context, res AppendResult) error {
+	offset := res.LastOffset
 	for {
 		p.mu.Lock()
-		if !p.isLeader {
+		if !p.isLeader || p.leaderEpoch != res.LeaderEpoch {
 			p.mu.Unlock()
 			return kerr.NotLeaderForPartition
 		}
@@ -289,6 +297,11 @@ type ReadResult struct {
 // than the extra descriptor and system call.
 const SendfileMinBytes = 64 << 10
 
+// sendfileMaxDescriptors bounds the segment file descriptors held by reads
+// in flight (each file range holds one until it is sent); past it, reads
+// return bytes.
+const sendfileMaxDescriptors = 1024
+
 // Read reads batches from offset for a consumer: only below the high
 // watermark. maxBytes bounds the result, except that the first batch is
 // returned whole when minOneBatch is set.
@@ -307,7 +320,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	if offset >= st.HighWatermark {
 		return res, nil
 	}
-	recs, err := p.log.ReadChunks(offset, maxBytes, st.HighWatermark, minOneBatch, SendfileMinBytes)
+	recs, err := p.log.ReadChunks(offset, maxBytes, st.HighWatermark, minOneBatch, SendfileMinBytes, p.sendFiles)
 	if err != nil {
 		return res, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
 	}

@@ -133,7 +133,9 @@ func TestWaitForHighWatermarkEndsOnLeadershipLoss(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- p.WaitForHighWatermark(ctx, 10) }()
+	go func() {
+		done <- p.WaitForHighWatermark(ctx, AppendResult{LastOffset: 10, LeaderEpoch: p.State().LeaderEpoch})
+	}()
 	if err := m.Remove(TopicPartition{"t", 0}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +203,37 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 	}
 	if hw := p.State().HighWatermark; hw != 3 {
 		t.Fatalf("high watermark after restart %d, want 3 from the checkpoint", hw)
+	}
+}
+
+// A write confirmed only after leadership changed hands (and came back
+// here under a new epoch) is not reported as replicated: in between the
+// log may have been truncated below it.
+func TestWaitForHighWatermarkRequiresTheAppendEpoch(t *testing.T) {
+	m, p := openLeader(t, t.TempDir())
+	defer m.Close()
+	b, h := idempotentBatch(7, 0, 1)
+	res, err := p.AppendAsLeader(b, h, -1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.WaitForHighWatermark(ctx, res); err != nil {
+		t.Fatalf("same epoch: %v", err)
+	}
+	if _, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, res.LeaderEpoch+1, 1, []int32{0}, testConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitForHighWatermark(ctx, res); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("append from epoch %d waited on under epoch %d: %v, want NOT_LEADER_OR_FOLLOWER", res.LeaderEpoch, res.LeaderEpoch+1, err)
+	}
+	b, h = idempotentBatch(7, 1, 1)
+	res2, err := p.AppendAsLeader(b, h, -1, time.Now())
+	if err != nil || res2.LeaderEpoch != res.LeaderEpoch+1 {
+		t.Fatalf("append under the new epoch: %+v %v", res2, err)
+	}
+	if err := p.WaitForHighWatermark(ctx, res2); err != nil {
+		t.Fatalf("new epoch: %v", err)
 	}
 }

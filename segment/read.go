@@ -44,16 +44,20 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // ReadChunks is Read for sending to a connection: a run of batches of at
 // least fileMin bytes (fileMin > 0) comes back as a range of a second
 // descriptor of its segment file, for sendfile, instead of being copied
-// into memory. The caller closes the chunks.
-func (l *Log) ReadChunks(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, fileMin int) (sendfile.Chunks, error) {
+// into memory, while files (which may be nil: no limit) has a descriptor
+// to spare. The caller closes the chunks.
+func (l *Log) ReadChunks(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, fileMin int, files *sendfile.Budget) (sendfile.Chunks, error) {
 	var out sendfile.Chunks
 	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n int64) error {
-		if fileMin > 0 && n >= int64(fileMin) {
+		if fileMin > 0 && n >= int64(fileMin) && (files == nil || files.Take()) {
 			f, err := s.dupLog()
 			if err != nil {
+				if files != nil {
+					files.Give()
+				}
 				return err
 			}
-			out = append(out, sendfile.Chunk{File: f, Pos: pos, Len: int(n)})
+			out = append(out, sendfile.FileChunk(f, pos, int(n), files))
 			return nil
 		}
 		b := make([]byte, n)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/kbroker/kbroker/internal/sendfile"
 )
 
 // ReadChunks returns what Read returns, whether the batches come back as
@@ -47,7 +49,7 @@ func TestReadChunksMatchesRead(t *testing.T) {
 			t.Fatalf("Read(%d, %d, minOne %v): %d bytes, reference %d", offset, maxBytes, minOne, len(want), len(ref))
 		}
 		for _, fileMin := range []int{1, 1 << 30} {
-			cs, err := l.ReadChunks(offset, maxBytes, leo, minOne, fileMin)
+			cs, err := l.ReadChunks(offset, maxBytes, leo, minOne, fileMin, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +77,7 @@ func TestReadChunksOutliveTheLog(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		a.add(3, 1000)
 	}
-	cs, err := l.ReadChunks(0, 1<<20, l.EndOffset(), true, 1)
+	cs, err := l.ReadChunks(0, 1<<20, l.EndOffset(), true, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,5 +91,41 @@ func TestReadChunksOutliveTheLog(t *testing.T) {
 	got, err := cs.AppendTo(nil)
 	if err != nil || !bytes.Equal(got, a.from(0)) {
 		t.Fatalf("after close and delete: %d bytes, want %d: %v", len(got), len(a.from(0)), err)
+	}
+}
+
+// With its descriptor budget spent, a read returns bytes instead of file
+// ranges, and closing the chunks gives the descriptors back.
+func TestReadChunksKeepsToTheDescriptorBudget(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 4 << 10
+	l := openLog(t, t.TempDir(), cfg, true, nil)
+	defer l.Close()
+	a := newAppender(t, l)
+	for i := 0; i < 10; i++ {
+		a.add(1, 3000) // one batch per segment
+	}
+	budget := sendfile.NewBudget(3)
+	cs, err := l.ReadChunks(0, 1<<20, l.EndOffset(), true, 1, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for _, c := range cs {
+		if c.File != nil {
+			files++
+		}
+	}
+	got, err := cs.AppendTo(nil)
+	if err != nil || !bytes.Equal(got, a.from(0)) {
+		t.Fatalf("read %d bytes, want %d: %v", len(got), len(a.from(0)), err)
+	}
+	if files != 3 || budget.Held() != 3 || len(cs) != 10 {
+		t.Fatalf("%d file chunks of %d, %d descriptors held; want 3 of 10, 3 held", files, len(cs), budget.Held())
+	}
+	cs.Close()
+	cs.Close()
+	if budget.Held() != 0 {
+		t.Fatalf("%d descriptors held after Close, want 0", budget.Held())
 	}
 }

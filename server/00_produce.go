@@ -48,9 +48,9 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 	now := time.Now()
 
 	type pending struct {
-		part       *replica.Partition
-		lastOffset int64
-		out        *kmsg.ProduceResponseTopicPartition
+		part   *replica.Partition
+		append replica.AppendResult
+		out    *kmsg.ProduceResponseTopicPartition
 	}
 	var waits []pending
 
@@ -100,7 +100,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 			sp.LogAppendTime = res.LogAppendTime
 			sp.LogStartOffset = res.LogStartOffset
 			if req.Acks == -1 {
-				waits = append(waits, pending{part: part, lastOffset: res.LastOffset, out: sp})
+				waits = append(waits, pending{part: part, append: res, out: sp})
 			}
 		}
 	}
@@ -124,7 +124,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 			wctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			for _, w := range waits {
-				if err := w.part.WaitForHighWatermark(wctx, w.lastOffset); err != nil {
+				if err := w.part.WaitForHighWatermark(wctx, w.append); err != nil {
 					w.out.ErrorCode = protocol.ErrorCode(err)
 					w.out.BaseOffset = -1
 				}

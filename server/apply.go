@@ -191,7 +191,7 @@ func (o *offsetsLog) Append(ctx context.Context, partition int32, batch []byte) 
 	if err != nil {
 		return -1, err
 	}
-	if err := part.WaitForHighWatermark(ctx, res.LastOffset); err != nil {
+	if err := part.WaitForHighWatermark(ctx, res); err != nil {
 		return -1, err
 	}
 	return res.BaseOffset, nil

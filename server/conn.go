@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/kbroker/kbroker/internal/sendfile"
@@ -44,10 +45,11 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 	logger := b.logger.With("remote", c.RemoteAddr().String())
 	queue := make(chan queuedResponse, maxPipelinedProduces-1)
 	var unanswered sync.WaitGroup
+	var broken atomic.Bool // the writer failed: handle nothing more
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		b.writeResponses(c, logger, queue, &unanswered)
+		b.writeResponses(c, logger, queue, &unanswered, &broken)
 	}()
 	defer func() {
 		close(queue)
@@ -79,6 +81,9 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 		if !isProduce {
 			unanswered.Wait()
 		}
+		if broken.Load() {
+			return // requests already buffered must not be appended
+		}
 		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion}
 		resp, err := b.handle(ctx, rc, req)
 		if err != nil {
@@ -102,18 +107,18 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 }
 
 // writeResponses writes the queued responses in order, each once it is
-// complete (a produce's replication wait). After a failed write it closes
-// the connection, which ends the reader, and drops the rest.
-func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan queuedResponse, unanswered *sync.WaitGroup) {
+// complete (a produce's replication wait). After a failed write it sets
+// broken and closes the connection, which ends the reader, and drops the
+// rest without waiting for them.
+func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan queuedResponse, unanswered *sync.WaitGroup, broken *atomic.Bool) {
 	var out []byte
-	broken := false
 	for q := range queue {
-		if pr, ok := q.resp.(*produceResponse); ok {
-			pr.await()
-		}
 		var err error
+		if pr, ok := q.resp.(*produceResponse); ok && !broken.Load() {
+			err = b.awaitProduce(pr)
+		}
 		switch {
-		case broken:
+		case broken.Load() || err != nil:
 		case q.resp == nil:
 			_, err = c.Write(q.raw)
 		default:
@@ -122,8 +127,8 @@ func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan qu
 		if fr, ok := q.resp.(*fetchResponse); ok {
 			fr.Close()
 		}
-		if err != nil && !broken {
-			broken = true
+		if err != nil && !broken.Load() {
+			broken.Store(true)
 			// A peer going away is not worth a line; records that could
 			// not be delivered as promised are.
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
@@ -136,6 +141,20 @@ func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan qu
 		}
 		unanswered.Done()
 	}
+}
+
+// awaitProduce runs a produce response's replication wait, turning a
+// panic into an error (a closed connection and a log line) rather than a
+// dead broker, as handle does for handlers.
+func (b *Broker) awaitProduce(pr *produceResponse) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.logger.Error("produce wait panicked", "panic", p, "stack", string(debug.Stack()))
+			err = errors.New("internal error waiting for replication")
+		}
+	}()
+	pr.await()
+	return nil
 }
 
 // writeResponse encodes and writes one response, keeping out as the grown

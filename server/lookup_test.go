@@ -127,7 +127,7 @@ func mustAppend(t *testing.T, b *Broker, topic string, partition int32, n int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.WaitForHighWatermark(ctx, res.LastOffset); err != nil {
+	if err := p.WaitForHighWatermark(ctx, res); err != nil {
 		t.Fatalf("wait for high watermark: %v", err)
 	}
 }

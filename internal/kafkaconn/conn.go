@@ -92,8 +92,18 @@ func (c *Conn) requestLocked(ctx context.Context, req kmsg.Request) (kmsg.Respon
 	// Closing the connection when ctx ends unblocks a pending read or
 	// write before the deadline.
 	nc := c.nc // closeLocked may clear c.nc before the callback runs
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		nc.SetDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	defer func() {
+		// A callback already started must finish before the next request
+		// sets its own deadline, or it would expire that one.
+		if !stop() {
+			<-fired
+		}
+	}()
 
 	c.corr++
 	c.buf = c.formatter.AppendRequest(c.buf[:0], req, c.corr)

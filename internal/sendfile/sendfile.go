@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +22,42 @@ type Chunk struct {
 	File *os.File
 	Pos  int64
 	Len  int
+
+	budget *Budget // gets File's descriptor back on Close
 }
+
+// FileChunk is a chunk of n bytes of f from pos whose descriptor was taken
+// from budget (nil: none); Close closes f and returns it.
+func FileChunk(f *os.File, pos int64, n int, budget *Budget) Chunk {
+	return Chunk{File: f, Pos: pos, Len: n, budget: budget}
+}
+
+// Budget bounds how many descriptors file chunks hold at once, so that
+// many large fetches in flight cannot take the descriptors the logs need
+// (a segment that cannot roll stops the broker). Past it, reads return
+// bytes instead.
+type Budget struct {
+	max  int64
+	held atomic.Int64
+}
+
+// NewBudget allows max descriptors at once.
+func NewBudget(max int) *Budget { return &Budget{max: int64(max)} }
+
+// Take reserves a descriptor; false when none is left.
+func (b *Budget) Take() bool {
+	if b.held.Add(1) > b.max {
+		b.held.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Give returns a descriptor taken with Take.
+func (b *Budget) Give() { b.held.Add(-1) }
+
+// Held is the number of descriptors taken and not given back.
+func (b *Budget) Held() int { return int(b.held.Load()) }
 
 // Size is the number of bytes the chunk stands for.
 func (c Chunk) Size() int {
@@ -49,7 +85,11 @@ func (cs Chunks) Size() int {
 func (cs Chunks) Close() {
 	for i := range cs {
 		if cs[i].File != nil {
-			_ = cs[i].File.Close()
+			_ = cs[i].File.Close() // closing again is harmless
+			if cs[i].budget != nil { // but giving back twice is not
+				cs[i].budget.Give()
+				cs[i].budget = nil
+			}
 		}
 	}
 }

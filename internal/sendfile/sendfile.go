@@ -85,7 +85,7 @@ func (cs Chunks) Size() int {
 func (cs Chunks) Close() {
 	for i := range cs {
 		if cs[i].File != nil {
-			_ = cs[i].File.Close() // closing again is harmless
+			_ = cs[i].File.Close()   // closing again is harmless
 			if cs[i].budget != nil { // but giving back twice is not
 				cs[i].budget.Give()
 				cs[i].budget = nil

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/kbroker/kbroker/internal/atomicfile"
 )
 
 // localStateFile holds the embedded mode's cluster state in the log dir.
@@ -58,24 +60,8 @@ func (s *LocalStore) save(st *localState) error {
 	if err != nil {
 		return fmt.Errorf("encode cluster state: %w", err)
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := atomicfile.Write(s.path, data); err != nil {
 		return fmt.Errorf("write cluster state: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write cluster state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync cluster state: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close cluster state: %w", err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("replace cluster state: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kbroker/kbroker/internal/atomicfile"
 )
 
 // hwCheckpointFile is Kafka's per-log-dir replication-offset-checkpoint:
@@ -49,8 +51,8 @@ func readHWCheckpoint(dir string) (map[TopicPartition]int64, error) {
 	return out, sc.Err()
 }
 
-// writeHWCheckpoint writes every hosted partition's high watermark (temp
-// file, fsync, rename).
+// writeHWCheckpoint writes every hosted partition's high watermark
+// (atomically: temp file, fsync, rename).
 func (m *Manager) writeHWCheckpoint() error {
 	parts := m.All()
 	var b strings.Builder
@@ -58,24 +60,7 @@ func (m *Manager) writeHWCheckpoint() error {
 	for _, p := range parts {
 		fmt.Fprintf(&b, "%s %d %d\n", p.tp.Topic, p.tp.Partition, p.State().HighWatermark)
 	}
-	path := filepath.Join(m.cfg.LogDir, hwCheckpointFile)
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(filepath.Join(m.cfg.LogDir, hwCheckpointFile), []byte(b.String()))
 }
 
 // RunHWCheckpoints writes the high watermark checkpoint periodically until

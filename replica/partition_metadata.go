@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kbroker/kbroker/internal/atomicfile"
 )
 
 // partitionMetadataFile is Kafka's per-partition file naming the topic id
@@ -37,13 +39,8 @@ func readPartitionTopicID(dir string) ([16]byte, bool, error) {
 	return [16]byte{}, false, fmt.Errorf("%s: no topic_id", filepath.Join(dir, partitionMetadataFile))
 }
 
-// writePartitionTopicID records the topic id in dir (temp file + rename).
+// writePartitionTopicID records the topic id in dir (atomically).
 func writePartitionTopicID(dir string, id [16]byte) error {
-	path := filepath.Join(dir, partitionMetadataFile)
-	tmp := path + ".tmp"
 	body := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) + "\n"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(filepath.Join(dir, partitionMetadataFile), []byte(body))
 }

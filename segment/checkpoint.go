@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kbroker/kbroker/internal/atomicfile"
 )
 
 // Checkpoint files use Kafka's CheckpointFile text format:
@@ -32,7 +33,6 @@ const (
 	RecoveryPointCheckpointFile = "recovery-point-offset-checkpoint"
 
 	checkpointVersion = 0
-	tmpSuffix         = ".tmp"
 )
 
 var errCheckpointMissing = errors.New("checkpoint file missing")
@@ -50,42 +50,7 @@ func writeCheckpoint(path string, entries [][]int64) error {
 		}
 		b.WriteByte('\n')
 	}
-	return writeFileAtomic(path, b.Bytes())
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return atomicfile.Write(path, b.Bytes())
 }
 
 // readCheckpoint parses a checkpoint whose entries have `fields` integers.

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/atomicfile"
 	"github.com/kbroker/kbroker/recordbatch"
 )
 
@@ -284,7 +285,7 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 			failures = append(failures, failure{s, err})
 		}
 	}
-	dirErr := syncDir(l.dir)
+	dirErr := atomicfile.SyncDir(l.dir)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -331,7 +332,7 @@ func (l *Log) flushLocked(now time.Time) error {
 			return l.errorf("flush: %w", err)
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		return l.errorf("flush: fsync dir: %w", err)
 	}
 	l.unflushed, l.lastFlush = 0, now

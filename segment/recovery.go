@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/atomicfile"
 	"github.com/kbroker/kbroker/recordbatch"
 )
 
 // Suffixes of files left behind by an interrupted operation (Kafka's
 // .deleted/.cleaned/.swap and kbroker's checkpoint temp files); Open removes
 // them.
-var straySuffixes = []string{".deleted", ".cleaned", ".swap", tmpSuffix}
+var straySuffixes = []string{".deleted", ".cleaned", ".swap", atomicfile.TmpSuffix}
 
 // Open loads the partition directory dir, creating it (with one empty
 // segment at offset 0) if needed.

@@ -472,21 +472,11 @@ func (a *active) deleteTopic(name string) error {
 func (a *active) createPartitions(name string, total int32, assignment [][]int32, validateOnly bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t, ok := a.md.Topics[name]
-	if !ok {
-		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
-	}
-	have := int32(len(t.Partitions))
-	if total <= have {
-		return fmt.Errorf("%w: topic %q has %d partitions, cannot change to %d", kerr.InvalidPartitions, name, have, total)
-	}
-	if len(assignment) > 0 && int32(len(assignment)) != total-have {
-		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), total-have)
-	}
-	added, err := assignmentFor(a.liveBrokersLocked(), assignment, total-have, int16(len(t.Partitions[0].Replicas)), have)
+	t, added, err := newPartitionsFor(a.md, a.liveBrokersLocked(), name, total, assignment)
 	if err != nil || validateOnly {
 		return err
 	}
+	have := int32(len(t.Partitions))
 	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
 	defer cancel()
 	za := zk.TopicAssignment{ID: zk.TopicID(t.ID), Partitions: map[int32][]int32{}}

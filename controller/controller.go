@@ -130,6 +130,29 @@ func (c *Controller) CreateTopic(req CreateTopicRequest, validateOnly bool) (*To
 
 // assignmentFor checks an explicit assignment or makes one over the live
 // brokers: rack-aware when every broker has a broker.rack, as Kafka.
+// newPartitionsFor checks a CreatePartitions request (topic name to total
+// partitions, with an optional explicit assignment of the new ones)
+// against md and assigns the new partitions over live, the same rack-aware
+// way as a new topic's, with the topic's replication factor.
+func newPartitionsFor(md *Metadata, live []BrokerInfo, name string, total int32, assignment [][]int32) (*Topic, [][]int32, error) {
+	t, ok := md.Topics[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
+	}
+	have := int32(len(t.Partitions))
+	if total <= have {
+		return nil, nil, fmt.Errorf("%w: topic %q has %d partitions, cannot change to %d", kerr.InvalidPartitions, name, have, total)
+	}
+	if len(assignment) > 0 && int32(len(assignment)) != total-have {
+		return nil, nil, fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), total-have)
+	}
+	added, err := assignmentFor(live, assignment, total-have, int16(len(t.Partitions[0].Replicas)), have)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, added, nil
+}
+
 func assignmentFor(live []BrokerInfo, explicit [][]int32, numPartitions int32, rf int16, firstPartition int32) ([][]int32, error) {
 	brokers := make([]int32, 0, len(live))
 	racks := make(map[int32]string, len(live))
@@ -191,19 +214,7 @@ func (c *Controller) CreatePartitions(name string, total int32, assignment [][]i
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.current.Load()
-	t, ok := cur.Topics[name]
-	if !ok {
-		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
-	}
-	have := int32(len(t.Partitions))
-	if total <= have {
-		return fmt.Errorf("%w: topic %q has %d partitions, cannot change to %d", kerr.InvalidPartitions, name, have, total)
-	}
-	if len(assignment) > 0 && int32(len(assignment)) != total-have {
-		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), total-have)
-	}
-	rf := int16(len(t.Partitions[0].Replicas))
-	added, err := assignmentFor(cur.Brokers, assignment, total-have, rf, have)
+	_, added, err := newPartitionsFor(cur, cur.Brokers, name, total, assignment)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"github.com/kbroker/kbroker/internal/zktest"
@@ -43,9 +42,7 @@ type testCluster struct {
 	chroot  string
 	brokers []*Broker // brokers[i] has broker.id i+1
 
-	mu     sync.Mutex // guards probes and zkc
-	probes map[string]*kgo.Client
-	zkc    *zk.Conn
+	probeSet
 }
 
 // startCluster starts a ZooKeeper and n brokers (ids 1..n, session timeout
@@ -54,7 +51,7 @@ type testCluster struct {
 func startCluster(t *testing.T, n int, chroot string, overrides ...string) *testCluster {
 	t.Helper()
 	start := time.Now()
-	c := &testCluster{zk: zktest.Start(t), chroot: chroot, probes: map[string]*kgo.Client{}}
+	c := &testCluster{zk: zktest.Start(t), chroot: chroot}
 	t.Cleanup(c.closeProbes)
 	for id := 1; id <= n; id++ {
 		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, overrides...)...))
@@ -94,45 +91,9 @@ func (c *testCluster) running() []int32 {
 	return ids
 }
 
-func (c *testCluster) closeProbes() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cl := range c.probes {
-		cl.Close()
-	}
-	c.probes = map[string]*kgo.Client{}
-	if c.zkc != nil {
-		c.zkc.Close()
-		c.zkc = nil
-	}
-}
-
-// probe returns a client whose seed broker is addr, for requests that must
-// go to that broker and no other.
-func (c *testCluster) probe(addr string) (*kgo.Client, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.probes[addr]; cl != nil {
-		return cl, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RequestRetries(0))
-	if err != nil {
-		return nil, err
-	}
-	c.probes[addr] = cl
-	return cl, nil
-}
-
 // metadataFrom sends an all-topics Metadata request to broker id itself.
 func (c *testCluster) metadataFrom(id int32, timeout time.Duration) (*kmsg.MetadataResponse, error) {
-	cl, err := c.probe(c.broker(id).Addr())
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+	resp, err := c.requestTo(c.broker(id).Addr(), timeout, kmsg.NewPtrMetadataRequest())
 	if err != nil {
 		return nil, fmt.Errorf("metadata from broker %d: %w", id, err)
 	}
@@ -269,21 +230,8 @@ func (c *testCluster) sane(v clusterView) error {
 // zk returns a go-zookeeper connection to the cluster's ZooKeeper.
 func (c *testCluster) zkConn(t testing.TB) *zk.Conn {
 	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.zkc == nil {
-		conn, _, err := zk.Connect([]string{c.zk.Addr()}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZKLogger{}))
-		if err != nil {
-			t.Fatalf("zk.Connect: %v", err)
-		}
-		c.zkc = conn
-	}
-	return c.zkc
+	return c.zkConnTo(t, c.zk.Addr())
 }
-
-type quietZKLogger struct{}
-
-func (quietZKLogger) Printf(string, ...any) {}
 
 // zkPath is p (a path as Kafka names it) under the cluster's chroot.
 func (c *testCluster) zkPath(p string) string { return c.chroot + p }

@@ -50,17 +50,17 @@ type replCluster struct {
 	brokers []*Broker // brokers[i] has broker.id i+1
 	metrics []string  // metrics[i] is broker i+1's kbroker.metrics.address
 
-	mu       sync.Mutex // guards probes, zkc and rawCount
-	probes   map[string]*kgo.Client
-	zkc      *zk.Conn
+	probeSet
+
+	mu       sync.Mutex // guards rawCount
 	rawCount int
 }
 
 func startReplCluster(t *testing.T, o replOpts) *replCluster {
 	t.Helper()
 	start := time.Now()
-	c := &replCluster{t: t, opts: o, zk: zktest.Start(t), probes: map[string]*kgo.Client{}}
-	t.Cleanup(c.close)
+	c := &replCluster{t: t, opts: o, zk: zktest.Start(t)}
+	t.Cleanup(c.closeProbes)
 	for id := 1; id <= o.brokers; id++ {
 		c.metrics = append(c.metrics, "127.0.0.1:"+strconv.Itoa(freePort(t)))
 		ov := []string{
@@ -105,19 +105,6 @@ func startReplCluster(t *testing.T, o replOpts) *replCluster {
 	return c
 }
 
-func (c *replCluster) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cl := range c.probes {
-		cl.Close()
-	}
-	c.probes = map[string]*kgo.Client{}
-	if c.zkc != nil {
-		c.zkc.Close()
-		c.zkc = nil
-	}
-}
-
 func (c *replCluster) broker(id int32) *Broker { return c.brokers[id-1] }
 
 // addrs lists the addresses of the running brokers, or of all when none is
@@ -147,30 +134,9 @@ func (c *replCluster) client(opts ...kgo.Opt) *kgo.Client {
 
 func (c *replCluster) admin() *kadm.Client { return kadm.NewClient(c.client()) }
 
-// probe is a client that only talks to the broker at addr.
-func (c *replCluster) probe(addr string) (*kgo.Client, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.probes[addr]; cl != nil {
-		return cl, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RequestRetries(0))
-	if err != nil {
-		return nil, err
-	}
-	c.probes[addr] = cl
-	return cl, nil
-}
-
 // request sends req to broker id itself.
 func (c *replCluster) request(id int32, timeout time.Duration, req kmsg.Request) (kmsg.Response, error) {
-	cl, err := c.probe(c.broker(id).Addr())
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return cl.SeedBrokers()[0].Request(ctx, req)
+	return c.requestTo(c.broker(id).Addr(), timeout, req)
 }
 
 // metadataFrom sends an all-topics Metadata request to broker id.
@@ -208,22 +174,7 @@ func (c *replCluster) mdLeaders(id int32, topic string) (map[int32]mdPartition, 
 	return nil, fmt.Errorf("broker %d does not list topic %s", id, topic)
 }
 
-type replZKLogger struct{}
-
-func (replZKLogger) Printf(string, ...any) {}
-
-func (c *replCluster) zkConn() *zk.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.zkc == nil {
-		conn, _, err := zk.Connect([]string{c.zk.Addr()}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(replZKLogger{}))
-		if err != nil {
-			c.t.Fatalf("zk.Connect: %v", err)
-		}
-		c.zkc = conn
-	}
-	return c.zkc
-}
+func (c *replCluster) zkConn() *zk.Conn { return c.zkConnTo(c.t, c.zk.Addr()) }
 
 // controller is the broker id in /controller, -1 when there is none.
 func (c *replCluster) controller() int32 {
@@ -757,24 +708,15 @@ func (c *replCluster) rawProduce(id int32, topic string, p int32, acks int16, ti
 	req.Topics = append(req.Topics, rt)
 	// kgo rewrites a ProduceRequest's acks to its own configuration: one
 	// client per acks value.
-	key := fmt.Sprintf("%s/acks=%d", c.broker(id).Addr(), acks)
-	c.mu.Lock()
-	cl := c.probes[key]
-	if cl == nil {
-		ack := kgo.AllISRAcks()
-		if acks == 1 {
-			ack = kgo.LeaderAck()
-		}
-		var err error
-		cl, err = kgo.NewClient(kgo.SeedBrokers(c.broker(id).Addr()), kgo.DialTimeout(time.Second), kgo.RequestRetries(0),
-			kgo.RequiredAcks(ack), kgo.DisableIdempotentWrite())
-		if err != nil {
-			c.mu.Unlock()
-			return 0, err
-		}
-		c.probes[key] = cl
+	ack := kgo.AllISRAcks()
+	if acks == 1 {
+		ack = kgo.LeaderAck()
 	}
-	c.mu.Unlock()
+	addr := c.broker(id).Addr()
+	cl, err := c.clientFor(fmt.Sprintf("%s/acks=%d", addr, acks), addr, kgo.RequiredAcks(ack), kgo.DisableIdempotentWrite())
+	if err != nil {
+		return 0, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 	defer cancel()
 	resp, err := cl.SeedBrokers()[0].Request(ctx, req)

@@ -66,16 +66,9 @@ func (m *Manager) writeHWCheckpoint() error {
 // RunHWCheckpoints writes the high watermark checkpoint periodically until
 // ctx ends.
 func (m *Manager) RunHWCheckpoints(ctx context.Context) {
-	t := time.NewTicker(hwCheckpointEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := m.writeHWCheckpoint(); err != nil {
-				m.logger.Warn("writing the high watermark checkpoint failed", "err", err)
-			}
+	every(ctx, hwCheckpointEvery, func(time.Time) {
+		if err := m.writeHWCheckpoint(); err != nil {
+			m.logger.Warn("writing the high watermark checkpoint failed", "err", err)
 		}
-	}
+	})
 }

@@ -283,18 +283,11 @@ func (m *Manager) RunISRChecks(ctx context.Context) {
 	if m.cfg.ReplicaLagTimeMax <= 0 || m.cfg.ISRWriter == nil {
 		return
 	}
-	t := time.NewTicker(m.cfg.ReplicaLagTimeMax / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for _, p := range m.All() {
-				p.MaybeShrinkISR(now, m.cfg.ReplicaLagTimeMax)
-			}
+	every(ctx, m.cfg.ReplicaLagTimeMax/2, func(now time.Time) {
+		for _, p := range m.All() {
+			p.MaybeShrinkISR(now, m.cfg.ReplicaLagTimeMax)
 		}
-	}
+	})
 }
 
 // RunRetention enforces retention on every partition every
@@ -303,18 +296,25 @@ func (m *Manager) RunRetention(ctx context.Context) {
 	if m.cfg.RetentionCheck <= 0 {
 		return
 	}
-	t := time.NewTicker(m.cfg.RetentionCheck)
+	every(ctx, m.cfg.RetentionCheck, func(now time.Time) {
+		for _, p := range m.All() {
+			if err := p.enforceRetention(now); err != nil {
+				m.logger.Error("retention failed", "partition", p.tp.String(), "err", err)
+			}
+		}
+	})
+}
+
+// every runs fn each interval, with the tick's time, until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func(now time.Time)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, p := range m.All() {
-				if err := p.enforceRetention(now); err != nil {
-					m.logger.Error("retention failed", "partition", p.tp.String(), "err", err)
-				}
-			}
+			fn(now)
 		}
 	}
 }

@@ -75,7 +75,8 @@ func startKfake(ctx context.Context, timeout time.Duration) (c *kfake.Cluster, s
 	return c, seeds, time.Since(t0), nil
 }
 
-// brokerProc is a kbroker process started by kbench.
+// brokerProc is a process started by kbench: a kbroker, or the --instant
+// stand-in.
 type brokerProc struct {
 	cmd     *exec.Cmd
 	dir     string // temp dir: data/ and kbroker.log
@@ -125,16 +126,12 @@ func startKbroker(ctx context.Context, path string, extra []string, timeout time
 	}, extra...)
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group so a terminal ^C reaches only kbench, which then
-	// stops the broker itself; Pdeathsig in case kbench dies abruptly.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	b := &brokerProc{cmd: cmd, dir: dir, addr: addr, exited: make(chan struct{})}
 	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
+	b, err := launch(cmd, dir, addr)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	go func() { b.waitErr = cmd.Wait(); close(b.exited) }()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := waitAnswering(wctx, addr, b.exited); err != nil {
@@ -143,6 +140,20 @@ func startKbroker(ctx context.Context, path string, extra []string, timeout time
 		return nil, fmt.Errorf("kbroker not answering on %s: %w\n--- kbroker log tail ---\n%s", addr, err, tail)
 	}
 	b.startup = time.Since(t0)
+	return b, nil
+}
+
+// launch starts cmd as a brokerProc listening on addr; stop removes dir
+// (if not empty). The process gets its own process group, so that a
+// terminal ^C reaches only kbench, which then stops it itself, and is
+// killed if kbench dies abruptly.
+func launch(cmd *exec.Cmd, dir, addr string) (*brokerProc, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	b := &brokerProc{cmd: cmd, dir: dir, addr: addr, exited: make(chan struct{})}
+	go func() { b.waitErr = cmd.Wait(); close(b.exited) }()
 	return b, nil
 }
 
@@ -193,7 +204,7 @@ func (b *brokerProc) alive() bool {
 	}
 }
 
-// stop terminates the broker (SIGTERM, then SIGKILL after 5s) and removes
+// stop terminates the process (SIGTERM, then SIGKILL after 5s) and removes
 // its temp dir.
 func (b *brokerProc) stop() {
 	if b.alive() {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/kbroker/kbroker/internal/sendfile"
@@ -171,15 +170,9 @@ func serveInstantConn(c net.Conn, addr string, partitions int32, batch []byte) e
 	}
 }
 
-// instantProc is a stand-in started by kbench (its own binary, re-run with
-// the hidden --serve-instant flag).
-type instantProc struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{}
-}
-
-func startInstant(ctx context.Context, cfg *config) (*instantProc, error) {
+// startInstant starts a stand-in (kbench's own binary, run with the
+// hidden --serve-instant flag) and waits until it answers.
+func startInstant(ctx context.Context, cfg *config) (*brokerProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -192,12 +185,10 @@ func startInstant(ctx context.Context, cfg *config) (*instantProc, error) {
 	cmd := exec.Command(self, "--serve-instant", addr, "--partitions", strconv.Itoa(cfg.partitions),
 		"--record-size", strconv.Itoa(cfg.recordSize), "--batch-max-bytes", strconv.Itoa(cfg.batchMax))
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := launch(cmd, "", addr)
+	if err != nil {
 		return nil, fmt.Errorf("start the instant stand-in: %w", err)
 	}
-	p := &instantProc{cmd: cmd, addr: addr, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
 	wctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
 	if err := waitAnswering(wctx, addr, p.exited); err != nil {
@@ -205,9 +196,4 @@ func startInstant(ctx context.Context, cfg *config) (*instantProc, error) {
 		return nil, fmt.Errorf("instant stand-in not answering on %s: %w", addr, err)
 	}
 	return p, nil
-}
-
-func (p *instantProc) stop() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
 }

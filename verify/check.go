@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -372,39 +374,13 @@ func minKey(m map[int64]bool) int64 {
 	return sortedKeys(m)[0]
 }
 
-func sortedKeys[K int64 | string](m map[K]bool) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func sortedKeys[K int64 | string](m map[K]bool) []K { return slices.Sorted(maps.Keys(m)) }
 
+// sortedPO and sortedPV give map keys by partition, then offset or value.
 func sortedPO[V any](m map[po]V) []po {
-	out := make([]po, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].p != out[j].p {
-			return out[i].p < out[j].p
-		}
-		return out[i].o < out[j].o
-	})
-	return out
+	return slices.SortedFunc(maps.Keys(m), func(a, b po) int { return cmp.Or(cmp.Compare(a.p, b.p), cmp.Compare(a.o, b.o)) })
 }
 
 func sortedPV[V any](m map[pv]V) []pv {
-	out := make([]pv, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].p != out[j].p {
-			return out[i].p < out[j].p
-		}
-		return out[i].v < out[j].v
-	})
-	return out
+	return slices.SortedFunc(maps.Keys(m), func(a, b pv) int { return cmp.Or(cmp.Compare(a.p, b.p), cmp.Compare(a.v, b.v)) })
 }

@@ -51,4 +51,3 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 	pc.UncleanLeaderElect = eff["unclean.leader.election.enable"] == "true"
 	return pc, firstErr
 }
-

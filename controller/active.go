@@ -46,6 +46,9 @@ type active struct {
 	// shuttingDown: brokers in controlled shutdown, never elected again
 	// until they re-register.
 	shuttingDown map[int32]bool
+	// deleted are the deleted topics some replica has not confirmed yet
+	// (/kbroker/deleted_topics): their ids go in every view.
+	deleted map[[16]byte]*zk.DeletedTopic
 }
 
 // startActive loads the cluster from ZooKeeper, elects leaders where the
@@ -53,7 +56,8 @@ type active struct {
 func startActive(parent context.Context, c *Cluster, epoch, epochZkVersion int32) (*active, error) {
 	ctx, cancel := context.WithCancel(parent)
 	a := &active{c: c, epoch: epoch, epochZkVersion: epochZkVersion, ctx: ctx, cancel: cancel,
-		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}, shuttingDown: map[int32]bool{}, brokerEpochs: map[int32]int64{}}
+		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}, shuttingDown: map[int32]bool{}, brokerEpochs: map[int32]int64{},
+		deleted: map[[16]byte]*zk.DeletedTopic{}}
 	lctx, lcancel := context.WithTimeout(ctx, controllerWriteTimeout)
 	defer lcancel()
 	md, err := a.load(lctx)
@@ -181,7 +185,78 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		}
 		md.Topics[name] = t
 	}
+	if err := a.loadDeleted(ctx, md); err != nil {
+		return nil, err
+	}
 	return md, nil
+}
+
+// loadDeleted reads the deleted topics not yet confirmed by every replica
+// into md and a.deleted, and finishes a deletion a previous controller
+// began (its tombstone written, the topic's znodes not all removed).
+func (a *active) loadDeleted(ctx context.Context, md *Metadata) error {
+	deleted, err := a.c.store.DeletedTopics(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range deleted {
+		if t := md.Topics[d.Topic]; t != nil && t.ID == [16]byte(d.ID) {
+			a.c.logger.Info("finishing the deletion of a topic", "topic", d.Topic)
+			if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, d.Topic, nil); err != nil && !errors.Is(err, zk.ErrTopicNotFound) {
+				return a.storeErr(err)
+			}
+			delete(md.Topics, d.Topic)
+			for tp := range a.zkVersions {
+				if tp.Topic == d.Topic {
+					delete(a.zkVersions, tp)
+				}
+			}
+		}
+		a.deleted[[16]byte(d.ID)] = &d
+		md.markDeleted([16]byte(d.ID))
+	}
+	return nil
+}
+
+// confirmDeletedLocked records that broker keeps no replica of the deleted
+// topics ids (it acknowledged a view naming them, or is this controller
+// and checked): a deleted topic no replica is pending for is forgotten.
+func (a *active) confirmDeletedLocked(broker int32, ids [][16]byte) {
+	for _, id := range ids {
+		d := a.deleted[id]
+		if d == nil || !slices.Contains(d.Pending, broker) {
+			continue
+		}
+		next := *d
+		next.Pending = slices.DeleteFunc(slices.Clone(d.Pending), func(b int32) bool { return b == broker })
+		ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
+		err := a.c.store.SetDeletedTopic(ctx, a.epochZkVersion, next)
+		cancel()
+		if err != nil {
+			a.c.logger.Warn("recording a confirmed topic deletion failed; retried with the next view", "topic", d.Topic, "broker", broker, "err", err)
+			continue
+		}
+		if len(next.Pending) == 0 {
+			a.c.logger.Info("every replica of the deleted topic is gone", "topic", d.Topic, "topic_id", zk.TopicID(id).String())
+			delete(a.deleted, id)
+			continue
+		}
+		*d = next
+	}
+}
+
+// viewAcked is told by a view sender that broker applied a view naming the
+// deleted topics ids and keeps no replica of them.
+func (a *active) viewAcked(broker int32, ids [][16]byte) {
+	if len(ids) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ctx.Err() != nil {
+		return
+	}
+	a.confirmDeletedLocked(broker, ids)
 }
 
 func brokerInfos(brokers []zk.BrokerInfo) []BrokerInfo {
@@ -285,10 +360,13 @@ func (a *active) publishLocked(next *Metadata) {
 			t.Partitions[p].PartitionEpoch = a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: int32(p)}]
 		}
 	}
+	// Deleted topics every replica confirmed leave the views.
+	next.DeletedTopicIDs = slices.DeleteFunc(next.DeletedTopicIDs, func(id [16]byte) bool { return a.deleted[id] == nil })
 	a.seq++
 	next.Sequence = a.seq
 	a.md = next
 	req := EncodeUpdateMetadata(next, a.epoch)
+	deletedIDs := slices.Clone(next.DeletedTopicIDs)
 	live := map[int32]bool{}
 	for _, b := range next.Brokers {
 		live[b.ID] = true
@@ -304,7 +382,7 @@ func (a *active) publishLocked(next *Metadata) {
 			s = newViewSender(a, b.ID, addr)
 			a.senders[b.ID] = s
 		}
-		s.send(req)
+		s.send(req, deletedIDs)
 	}
 	for id, s := range a.senders {
 		if !live[id] {
@@ -316,6 +394,10 @@ func (a *active) publishLocked(next *Metadata) {
 	// is answered.
 	if err := a.c.ApplyUpdate(a.epoch, next); err != nil {
 		a.c.logger.Error("applying own view failed", "err", err)
+		return
+	}
+	if len(deletedIDs) > 0 && (a.c.cfg.HoldsDeleted == nil || !a.c.cfg.HoldsDeleted(deletedIDs)) {
+		a.confirmDeletedLocked(a.c.cfg.Self.ID, deletedIDs)
 	}
 }
 
@@ -448,17 +530,29 @@ func (a *active) storeErr(err error) error {
 func (a *active) deleteTopic(name string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.md.Topics[name]; !ok {
+	t, ok := a.md.Topics[name]
+	if !ok {
 		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
+	}
+	// Every replica must confirm its data is gone; until then the topic
+	// id goes in every view (also to brokers that are down now).
+	tombstone := zk.DeletedTopic{ID: zk.TopicID(t.ID), Topic: name}
+	for _, ps := range t.Partitions {
+		for _, id := range ps.Replicas {
+			if !slices.Contains(tombstone.Pending, id) {
+				tombstone.Pending = append(tombstone.Pending, id)
+			}
+		}
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
 	defer cancel()
-	if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, name); err != nil {
+	if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, name, &tombstone); err != nil {
 		return a.storeErr(err)
 	}
 	next := a.md.clone()
 	next.markDeleted(next.Topics[name].ID)
 	delete(next.Topics, name)
+	a.deleted[tombstone.ID] = &tombstone
 	for tp := range a.zkVersions {
 		if tp.Topic == name {
 			delete(a.zkVersions, tp)
@@ -545,8 +639,11 @@ type viewSender struct {
 	conn   *kafkaconn.Conn
 	wake   chan struct{}
 	done   chan struct{}
-	mu     sync.Mutex // guards latest
+	mu     sync.Mutex // guards latest and latestDeleted
 	latest *kmsg.UpdateMetadataRequest
+	// latestDeleted are the deleted topic ids latest names: an
+	// acknowledgement confirms the broker keeps no replica of them.
+	latestDeleted [][16]byte
 }
 
 func newViewSender(a *active, id int32, addr string) *viewSender {
@@ -557,9 +654,9 @@ func newViewSender(a *active, id int32, addr string) *viewSender {
 	return s
 }
 
-func (s *viewSender) send(req *kmsg.UpdateMetadataRequest) {
+func (s *viewSender) send(req *kmsg.UpdateMetadataRequest, deleted [][16]byte) {
 	s.mu.Lock()
-	s.latest = req
+	s.latest, s.latestDeleted = req, deleted
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -588,7 +685,7 @@ func (s *viewSender) run() {
 		}
 		for {
 			s.mu.Lock()
-			req := s.latest
+			req, deleted := s.latest, s.latestDeleted
 			s.mu.Unlock()
 			if req == nil {
 				break
@@ -607,6 +704,7 @@ func (s *viewSender) run() {
 					s.latest = nil
 				}
 				s.mu.Unlock()
+				s.a.viewAcked(s.id, deleted)
 				continue
 			}
 			if errors.Is(err, kerr.StaleControllerEpoch) {
@@ -627,11 +725,21 @@ func (s *viewSender) run() {
 // alterISR changes a partition's ISR at its leader's request (Kafka's
 // AlterPartition): only the current leader, at the current leader epoch and
 // partition epoch, may change it; the leader stays in it; a replica joins
-// only if it is assigned and alive.
-func (a *active) alterISR(leader int32, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
+// only if it is assigned and alive. A request naming a topic id (every
+// kbroker leader's does) applies only to that incarnation of the topic: the
+// leader of a deleted topic cannot change the ISR of a new topic of the
+// same name, whose epochs start over.
+func (a *active) alterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t := a.md.Topics[topic]
+	if topicID != ([16]byte{}) {
+		byID, ok := a.md.TopicByID(topicID)
+		if !ok || (topic != "" && byID.Name != topic) {
+			return PartitionState{}, fmt.Errorf("%w: no topic with id %x", kerr.UnknownTopicID, topicID)
+		}
+		t, topic = byID, byID.Name
+	}
 	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
 		return PartitionState{}, kerr.UnknownTopicOrPartition
 	}

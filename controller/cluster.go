@@ -29,6 +29,10 @@ type ClusterConfig struct {
 	// broker stops leading until the controller's next view (it may have
 	// been replaced meanwhile), so it acknowledges nothing as a zombie.
 	OnSessionLost func()
+	// HoldsDeleted reports whether this broker still keeps a replica of
+	// any of the deleted topics ids (its data not yet removed): while it
+	// does, it does not confirm their deletion. Nil: never.
+	HoldsDeleted func(ids [][16]byte) bool
 }
 
 // Cluster is this broker's control plane in a ZooKeeper cluster. Every
@@ -312,12 +316,14 @@ func (c *Cluster) UpdateTopicConfigs(name string, change func(map[string]string)
 	return c.withActive(func(a *active) error { return a.updateTopicConfigs(name, change, validateOnly) })
 }
 
-// AlterISR applies a leader's ISR change; only the controller can.
-func (c *Cluster) AlterISR(leader int32, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
+// AlterISR applies a leader's ISR change; only the controller can. The
+// topic is named by its id (AlterPartition v2+; topic may then be empty)
+// or, from older requests, by name alone (topicID zero).
+func (c *Cluster) AlterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
 	var ps PartitionState
 	err := c.withActive(func(a *active) error {
 		var err error
-		ps, err = a.alterISR(leader, topic, partition, leaderEpoch, partitionEpoch, isr)
+		ps, err = a.alterISR(leader, topic, topicID, partition, leaderEpoch, partitionEpoch, isr)
 		return err
 	})
 	return ps, err

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -226,7 +227,7 @@ func (f *fetcher) run() {
 // log diverges from the leader's (OffsetForLeaderEpoch) and cuts there.
 func (f *fetcher) truncate(parts []*fetchPart) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.Version = 3
+	req.Version = 4 // flexible: the topic id travels in a tag
 	req.ReplicaID = f.m.cfg.BrokerID
 	type pending struct {
 		fp         *fetchPart
@@ -251,6 +252,9 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 		if !ok {
 			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
 			t.Topic = fp.p.tp.Topic
+			if fp.p.topicID != ([16]byte{}) {
+				t.UnknownTags.Set(protocol.TagTopicID, fp.p.topicID[:])
+			}
 			req.Topics = append(req.Topics, t)
 			i = len(req.Topics) - 1
 			byTopic[fp.p.tp.Topic] = i
@@ -296,7 +300,10 @@ func (f *fetcher) truncate(parts []*fetchPart) error {
 // fetchOnce sends one Fetch for every partition ready to fetch.
 func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	req := kmsg.NewPtrFetchRequest()
-	req.Version = 12
+	// v13+ names topics by id: a leader still holding another incarnation
+	// of the topic (deleted, its name reused) answers
+	// INCONSISTENT_TOPIC_ID or UNKNOWN_TOPIC_ID instead of its records.
+	req.Version = 13
 	req.ReplicaID = f.m.cfg.BrokerID
 	wait := f.m.cfg.ReplicaFetchWait
 	if wait <= 0 {
@@ -306,9 +313,9 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
-	byTopic := map[string]int{}
-	ready := map[TopicPartition]*fetchPart{}
-	sentTo := map[TopicPartition]leaderRef{}
+	byTopic := map[[16]byte]int{}
+	ready := map[fetchKey]*fetchPart{}
+	sentTo := map[fetchKey]leaderRef{}
 	for _, fp := range parts {
 		if fp.truncate {
 			continue
@@ -317,21 +324,25 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 		if !ok {
 			continue
 		}
-		i, seen := byTopic[fp.p.tp.Topic]
+		if fp.p.topicID == ([16]byte{}) {
+			continue // no view has named its topic id yet
+		}
+		i, seen := byTopic[fp.p.topicID]
 		if !seen {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = fp.p.tp.Topic
+			t.Topic, t.TopicID = fp.p.tp.Topic, fp.p.topicID
 			req.Topics = append(req.Topics, t)
 			i = len(req.Topics) - 1
-			byTopic[fp.p.tp.Topic] = i
+			byTopic[fp.p.topicID] = i
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.LogStartOffset = fp.p.tp.Partition, offset, logStart
 		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = leader.epoch, last
 		rp.PartitionMaxBytes = replicaFetchPartitionMax
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		ready[fp.p.tp] = fp
-		sentTo[fp.p.tp] = leader
+		key := fetchKey{fp.p.topicID, fp.p.tp.Partition}
+		ready[key] = fp
+		sentTo[key] = leader
 	}
 	if len(ready) == 0 {
 		return errNothingToFetch
@@ -362,8 +373,8 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	failed, answered := 0, 0
 	for _, t := range fr.Topics {
 		for _, rp := range t.Partitions {
-			tp := TopicPartition{t.Topic, rp.Partition}
-			fp := ready[tp]
+			key := fetchKey{t.TopicID, rp.Partition}
+			fp := ready[key]
 			if fp == nil {
 				continue
 			}
@@ -371,7 +382,7 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 			if rp.ErrorCode != 0 {
 				failed++
 			}
-			leader := sentTo[tp]
+			leader := sentTo[key]
 			switch err := kerr.ErrorForCode(rp.ErrorCode); {
 			case err == nil:
 			case errors.Is(err, kerr.OffsetOutOfRange):
@@ -411,6 +422,13 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 		return errAllPartitionsFailed
 	}
 	return firstErr
+}
+
+// fetchKey names a partition in a follower fetch: by topic id, so an
+// answer about another incarnation of the topic never lands in this one.
+type fetchKey struct {
+	topicID   [16]byte
+	partition int32
 }
 
 // errNothingToFetch makes the fetcher back off while every partition

@@ -13,9 +13,7 @@ import (
 // log after truncating whatever this replica has that the leader does not
 // (KIP-101/279: by leader epoch, never simply to the high watermark).
 func (m *Manager) MakeFollower(tp TopicPartition, topicID [16]byte, leaderID, leaderEpoch int32, leaderAddr string, cfg PartitionConfig) (*Partition, error) {
-	m.mu.Lock()
-	p, err := m.openLocked(tp, topicID, cfg)
-	m.mu.Unlock()
+	p, err := m.open(tp, topicID, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 // partition epoch the leader knows, so a deposed leader cannot change it.
 // It returns the ISR and partition epoch the controller stored.
 type ISRWriter interface {
-	AlterISR(ctx context.Context, tp TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) (newISR []int32, newPartitionEpoch int32, err error)
+	AlterISR(ctx context.Context, tp TopicPartition, topicID [16]byte, leaderEpoch, partitionEpoch int32, isr []int32) (newISR []int32, newPartitionEpoch int32, err error)
 }
 
 // isrWriteTimeout bounds one ISR change request.
@@ -55,7 +55,7 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 	}
 	recs, err := p.log.ReadChunks(offset, maxBytes, st.LogEndOffset, true, SendfileMinBytes, p.sendFiles)
 	if err != nil {
-		return res, fmt.Errorf("read %s at %d for replica %d: %w", p.tp, offset, replicaID, err)
+		return res, closedAsNotLeader(fmt.Errorf("read %s at %d for replica %d: %w", p.tp, offset, replicaID, err))
 	}
 	res.Records = recs
 	return res, nil
@@ -113,7 +113,7 @@ func (p *Partition) alterISRLocked(next []int32, kind string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), isrWriteTimeout)
 		defer cancel()
-		isr, newEpoch, err := p.isrs.AlterISR(ctx, p.tp, epoch, partitionEpoch, next)
+		isr, newEpoch, err := p.isrs.AlterISR(ctx, p.tp, p.topicID, epoch, partitionEpoch, next)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.leaderEpoch != epoch {

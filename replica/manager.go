@@ -66,9 +66,13 @@ type Manager struct {
 	// hwAtStart is the high watermark checkpoint read at Open.
 	hwAtStart map[TopicPartition]int64
 
-	// mu guards partitions. Lock order: Manager.mu before Partition.mu.
+	// mu guards partitions, stored and hwAtStart. Lock order: Manager.mu
+	// before Partition.mu.
 	mu         sync.RWMutex
 	partitions map[TopicPartition]*Partition
+	// stored are the partition logs found in the log dir at Open that no
+	// view has opened (or deleted) since, with their recorded topic ids.
+	stored map[TopicPartition][16]byte
 }
 
 // Stats returns the replication counters.
@@ -93,8 +97,13 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		logger.Warn("unreadable high watermark checkpoint; high watermarks restart at the log start", "err", err)
 		hw = map[TopicPartition]int64{}
 	}
+	stored, err := scanStored(cfg.LogDir)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manager{
 		cfg:           cfg,
+		stored:        stored,
 		logger:        logger,
 		sendFiles:     sendfile.NewBudget(sendfileMaxDescriptors),
 		cleanShutdown: clean,
@@ -129,22 +138,63 @@ func (m *Manager) All() []*Partition {
 	return out
 }
 
+// Replicas lists every partition log this broker keeps: the open ones and
+// those only stored in the log dir since the start.
+func (m *Manager) Replicas() []Replica {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]Replica, 0, len(m.partitions)+len(m.stored))
+	for tp, p := range m.partitions {
+		out = append(out, Replica{TopicPartition: tp, TopicID: p.topicID, Open: true})
+	}
+	for tp, id := range m.stored {
+		out = append(out, Replica{TopicPartition: tp, TopicID: id})
+	}
+	return out
+}
+
+// open returns the partition tp of topic topicID, opening (or creating) its
+// log if needed. A partition open under another topic id is an earlier
+// incarnation of the same name, deleted while this broker did not hear of
+// it: it is stopped and its data deleted first, so not one of its records
+// is served or copied under the new topic.
+func (m *Manager) open(tp TopicPartition, topicID [16]byte, cfg PartitionConfig) (*Partition, error) {
+	m.mu.Lock()
+	old, ok := m.partitions[tp]
+	if ok && old.topicID != topicID && old.topicID != ([16]byte{}) && topicID != ([16]byte{}) {
+		delete(m.partitions, tp)
+		delete(m.hwAtStart, tp)
+		m.mu.Unlock()
+		old.logger.Warn("replica belongs to an earlier topic of the same name: deleting it",
+			"old_topic_id", topicIDString(old.topicID), "topic_id", topicIDString(topicID))
+		if err := m.retire(old, true); err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+	}
+	defer m.mu.Unlock()
+	return m.openLocked(tp, topicID, cfg)
+}
+
 // openLocked opens (or creates) a partition's log and rebuilds its producer
 // state from the batches in it.
 func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionConfig) (*Partition, error) {
 	if p, ok := m.partitions[tp]; ok {
 		return p, nil
 	}
+	delete(m.stored, tp)
 	dir := m.PartitionDir(tp)
 	if recorded, ok, err := readPartitionTopicID(dir); err != nil {
 		m.logger.Warn("unreadable partition.metadata; keeping the log", "partition", tp.String(), "err", err)
 	} else if ok && recorded != topicID && topicID != ([16]byte{}) {
 		// The log belongs to an earlier topic of the same name, deleted
 		// while this broker did not hear of it.
-		m.logger.Warn("log belongs to a deleted topic of the same name: removing it", "partition", tp.String())
+		m.logger.Warn("log belongs to a deleted topic of the same name: removing it", "partition", tp.String(),
+			"old_topic_id", topicIDString(recorded), "topic_id", topicIDString(topicID))
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove stale log of %s: %w", tp, err)
 		}
+		delete(m.hwAtStart, tp)
 	}
 	log, err := segment.Open(dir, cfg.Log, m.cleanShutdown, m.logger.With("partition", tp.String()))
 	if err != nil {
@@ -198,9 +248,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 // ISR and partition epoch, opening the log if needed. Called again with the
 // same epoch it only updates the ISR (after an ISR change).
 func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch, partitionEpoch int32, isr []int32, cfg PartitionConfig) (*Partition, error) {
-	m.mu.Lock()
-	p, err := m.openLocked(tp, topicID, cfg)
-	m.mu.Unlock()
+	p, err := m.open(tp, topicID, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -256,18 +304,39 @@ func (m *Manager) StopLeading(tp TopicPartition) {
 	p.notifyLocked()
 }
 
-// Remove stops hosting tp; with deleteData its log directory is removed.
+// Remove stops hosting tp; with deleteData its log directory is removed,
+// also when tp was only stored (not open).
 func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
-	m.fetchers.remove(tp)
 	m.mu.Lock()
 	p, ok := m.partitions[tp]
+	_, stored := m.stored[tp]
 	delete(m.partitions, tp)
+	if deleteData {
+		delete(m.stored, tp)
+		delete(m.hwAtStart, tp)
+	}
 	m.mu.Unlock()
 	if !ok {
+		if stored && deleteData {
+			m.logger.Info("deleting stored log of a deleted topic", "partition", tp.String())
+			if err := os.RemoveAll(m.PartitionDir(tp)); err != nil {
+				return fmt.Errorf("delete stored log of %s: %w", tp, err)
+			}
+		}
 		return nil
 	}
+	return m.retire(p, deleteData)
+}
+
+// retire stops p, no longer in m.partitions: its fetcher stops, it
+// answers as a replica of nothing (appends, reads and fetcher results in
+// flight get NOT_LEADER_OR_FOLLOWER or are dropped), and its log is closed
+// or deleted.
+func (m *Manager) retire(p *Partition, deleteData bool) error {
+	m.fetchers.remove(p.tp)
 	p.mu.Lock()
 	p.isLeader = false
+	p.leaderID = -1
 	p.notifyLocked()
 	p.mu.Unlock()
 	if deleteData {

@@ -322,7 +322,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	}
 	recs, err := p.log.ReadChunks(offset, maxBytes, st.HighWatermark, minOneBatch, SendfileMinBytes, p.sendFiles)
 	if err != nil {
-		return res, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
+		return res, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
 	res.Records = recs
 	return res, nil
@@ -337,7 +337,7 @@ func (p *Partition) ReadToLogEnd(offset int64, maxBytes int) ([]byte, error) {
 	}
 	recs, err := p.log.Read(offset, maxBytes, st.LogEndOffset, true)
 	if err != nil {
-		return nil, fmt.Errorf("read %s at %d: %w", p.tp, offset, err)
+		return nil, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
 	return recs, nil
 }
@@ -358,7 +358,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	}
 	if offset > p.log.StartOffset() {
 		if err := p.log.SetStartOffset(offset); err != nil {
-			return -1, fmt.Errorf("delete records of %s before %d: %w", p.tp, offset, err)
+			return -1, closedAsNotLeader(fmt.Errorf("delete records of %s before %d: %w", p.tp, offset, err))
 		}
 	}
 	return p.log.StartOffset(), nil
@@ -399,10 +399,24 @@ func (p *Partition) storageFailed(err error) error {
 	if errors.Is(err, segment.ErrUnexpectedOffset) {
 		return err
 	}
+	if errors.Is(err, segment.ErrClosed) {
+		return closedAsNotLeader(err)
+	}
 	if p.onStorageError != nil {
 		p.onStorageError(err)
 	}
 	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+}
+
+// closedAsNotLeader turns an operation on a log closed under it (the
+// partition was deleted or replaced by a new incarnation meanwhile) into
+// NOT_LEADER_OR_FOLLOWER, which clients retry after refreshing metadata:
+// an ordinary event, never a storage failure.
+func closedAsNotLeader(err error) error {
+	if err != nil && errors.Is(err, segment.ErrClosed) {
+		return fmt.Errorf("%w: %v", kerr.NotLeaderForPartition, err)
+	}
+	return err
 }
 
 // union is a ∪ b, in a's order then b's.

@@ -41,6 +41,9 @@ func readPartitionTopicID(dir string) ([16]byte, bool, error) {
 
 // writePartitionTopicID records the topic id in dir (atomically).
 func writePartitionTopicID(dir string, id [16]byte) error {
-	body := "version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) + "\n"
+	body := "version: 0\ntopic_id: " + topicIDString(id) + "\n"
 	return atomicfile.Write(filepath.Join(dir, partitionMetadataFile), []byte(body))
 }
+
+// topicIDString prints a topic id as Kafka does (base64url, no padding).
+func topicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }

@@ -160,7 +160,7 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 		}
 	}
 	for _, t := range targets {
-		t.part, t.err = b.localPartition(t.sp.topic, t.sp.partition)
+		t.part, t.err = b.localPartitionOf(t.sp.topic, t.sp.topicID, t.sp.partition)
 		if t.err == nil && t.sp.topicID == [16]byte{} {
 			t.sp.topicID = t.part.TopicID()
 		}

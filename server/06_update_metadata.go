@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/protocol"
@@ -18,6 +19,9 @@ import (
 //   this request; the broker takes its partition roles from it.
 // * A view from an older controller epoch gets STALE_CONTROLLER_EPOCH, so a
 //   deposed controller changes nothing.
+// * A view names the deleted topics some replica has not confirmed; the
+//   broker deletes every replica of them it keeps, and answers
+//   KAFKA_STORAGE_ERROR while one remains (the deletion stays pending).
 // * Versions before 6 cannot carry topic configs: INVALID_REQUEST. A broker
 //   in embedded mode has no controller to hear from: INVALID_REQUEST.
 
@@ -38,6 +42,27 @@ func handleUpdateMetadata(_ context.Context, b *Broker, _ *requestContext, kreq 
 	}
 	if err := b.cluster.ApplyUpdate(req.ControllerEpoch, md); err != nil {
 		resp.ErrorCode = protocol.ErrorCode(err)
+		return resp, nil
+	}
+	if b.holdsDeleted(md.DeletedTopicIDs) {
+		// A replica of a deleted topic could not be removed: no
+		// acknowledgement, so the controller keeps the deletion pending
+		// and sends the view again.
+		resp.ErrorCode = kerr.KafkaStorageError.Code
 	}
 	return resp, nil
+}
+
+// holdsDeleted reports whether this broker keeps a replica (open or on
+// disk) of any of the deleted topics ids.
+func (b *Broker) holdsDeleted(ids [][16]byte) bool {
+	if len(ids) == 0 {
+		return false
+	}
+	for _, r := range b.replicas.Replicas() {
+		if slices.Contains(ids, r.TopicID) {
+			return true
+		}
+	}
+	return false
 }

@@ -20,6 +20,10 @@ import (
 // * Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; not the leader
 //   here: NOT_LEADER_OR_FOLLOWER. Errors answer leader epoch -1 and end
 //   offset -1.
+// * A kbroker follower names the topic id in a tagged field of the topic
+//   (protocol.TagTopicID); a partition of another incarnation of the topic
+//   answers INCONSISTENT_TOPIC_ID, so a follower never truncates to a
+//   deleted topic's log.
 // * Consumers (ReplicaID -1) and followers are answered alike, by the
 //   leader: kbroker never serves this from a follower replica.
 //
@@ -47,7 +51,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *requestContext,
 			if req.Version >= 2 {
 				currentEpoch = rp.CurrentLeaderEpoch
 			}
-			epoch, end, err := b.endOffsetForEpoch(rt.Topic, rp.Partition, currentEpoch, rp.LeaderEpoch)
+			epoch, end, err := b.endOffsetForEpoch(rt.Topic, protocol.TopicIDTag(rt.UnknownTags), rp.Partition, currentEpoch, rp.LeaderEpoch)
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 				epoch, end = -1, -1
@@ -61,8 +65,8 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *requestContext,
 	return resp, nil
 }
 
-func (b *Broker) endOffsetForEpoch(topic string, partition, currentEpoch, epoch int32) (int32, int64, error) {
-	p, err := b.localPartition(topic, partition)
+func (b *Broker) endOffsetForEpoch(topic string, topicID [16]byte, partition, currentEpoch, epoch int32) (int32, int64, error) {
+	p, err := b.localPartitionOf(topic, topicID, partition)
 	if err != nil {
 		return -1, -1, err
 	}

@@ -19,10 +19,15 @@ import (
 //   (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION otherwise), so a deposed
 //   leader cannot shrink the ISR to itself.
 //
+// * v2+ names topics by id: a request for a topic id the controller does
+//   not know (the leader of a deleted topic whose name was reused) gets
+//   UNKNOWN_TOPIC_ID, so it never changes the new topic's ISR.
+//
 // Version notes:
 // * v1: leader recovery state
+// * v2: topic ids instead of names
 
-func init() { registerAPI(kmsg.AlterPartition.Int16(), 0, 1, handleAlterPartition) }
+func init() { registerAPI(kmsg.AlterPartition.Int16(), 0, 2, handleAlterPartition) }
 
 func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterPartitionRequest)
@@ -33,11 +38,11 @@ func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq 
 	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopidID = rt.Topic, rt.TopicID // kmsg spells it TopidID
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterPartitionResponseTopicPartition()
 			sp.Partition = rp.Partition
-			ps, err := b.cluster.AlterISR(req.BrokerID, rt.Topic, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
+			ps, err := b.cluster.AlterISR(req.BrokerID, rt.Topic, rt.TopicID, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 			}
@@ -55,10 +60,10 @@ type isrWriter struct {
 	b *Broker
 }
 
-func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, topicID [16]byte, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
 	b := w.b
 	if b.cluster.IsController() {
-		ps, err := b.cluster.AlterISR(b.self.ID, tp.Topic, tp.Partition, leaderEpoch, partitionEpoch, isr)
+		ps, err := b.cluster.AlterISR(b.self.ID, tp.Topic, topicID, tp.Partition, leaderEpoch, partitionEpoch, isr)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -69,10 +74,10 @@ func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, lea
 		return nil, 0, err
 	}
 	req := kmsg.NewPtrAlterPartitionRequest()
-	req.Version = 1
+	req.Version = 2
 	req.BrokerID, req.BrokerEpoch = b.self.ID, -1
 	rt := kmsg.NewAlterPartitionRequestTopic()
-	rt.Topic = tp.Topic
+	rt.Topic, rt.TopicID = tp.Topic, topicID
 	rp := kmsg.NewAlterPartitionRequestTopicPartition()
 	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR = tp.Partition, leaderEpoch, partitionEpoch, isr
 	rt.Partitions = append(rt.Partitions, rp)
@@ -87,7 +92,7 @@ func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, lea
 	}
 	for _, t := range ar.Topics {
 		for _, p := range t.Partitions {
-			if t.Topic == tp.Topic && p.Partition == tp.Partition {
+			if t.TopidID == topicID && p.Partition == tp.Partition {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 					return nil, 0, err
 				}

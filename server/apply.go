@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"time"
 
@@ -30,42 +29,51 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 	defer b.applyMu.Unlock()
 	defer b.viewChangedLocked()
 	var errs []error
-	// replicaHere: partitions this broker is assigned. Other hosted
-	// partitions stop serving; their data is removed only when their
-	// topic was deleted (never because a view lacks them).
-	replicaHere := make(map[replica.TopicPartition]bool)
-	for _, t := range md.Topics {
-		for i, ps := range t.Partitions {
-			if slices.Contains(ps.Replicas, b.self.ID) {
-				replicaHere[replica.TopicPartition{Topic: t.Name, Partition: int32(i)}] = true
+	configs := map[string]replica.PartitionConfig{}
+	badConfig := map[string]bool{}
+	for _, act := range planReplicas(b.self.ID, md, b.replicas.Replicas()) {
+		tp := act.tp
+		part, hosted := b.replicas.Get(tp)
+		wasLeader := hosted && part.State().IsLeader
+		if act.kind != actLead && wasLeader && tp.Topic == offsetsTopic {
+			b.groups.Resign(tp.Partition)
+		}
+		switch act.kind {
+		case actDelete:
+			b.logger.Warn("deleting replica", "partition", tp.String(), "reason", act.reason)
+			if err := b.replicas.Remove(tp, true); err != nil {
+				errs = append(errs, err)
 			}
-		}
-		pcfg, err := b.partitionConfig(t.Configs)
-		if err != nil {
-			// Keep serving as before rather than act on a config we
-			// cannot read.
-			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
-			continue
-		}
-		for i, ps := range t.Partitions {
-			tp := replica.TopicPartition{Topic: t.Name, Partition: int32(i)}
-			part, hosted := b.replicas.Get(tp)
-			wasLeader := hosted && part.State().IsLeader
-			if ps.Leader != b.self.ID {
-				if wasLeader && t.Name == offsetsTopic {
-					b.groups.Resign(int32(i))
+		case actStop:
+			if hosted && (wasLeader || part.Following()) {
+				if _, named := md.Topics[tp.Topic]; !named {
+					b.logger.Warn("partition missing from the cluster view: no longer served, data kept", "partition", tp.String())
 				}
-				leader, leaderLive := md.Broker(ps.Leader)
-				switch {
-				case replicaHere[tp] && ps.Leader >= 0 && leaderLive:
-					addr := net.JoinHostPort(leader.Host, strconv.Itoa(int(leader.Port)))
-					if _, err := b.replicas.MakeFollower(tp, t.ID, ps.Leader, ps.LeaderEpoch, addr, pcfg); err != nil {
-						errs = append(errs, err)
-					}
-				case wasLeader || hosted:
-					// Nobody leads (or we are not a replica): stop
-					// serving it, keep the data for now.
-					b.replicas.StopLeading(tp)
+			}
+			b.replicas.StopLeading(tp)
+		case actLead, actFollow:
+			t := act.topic
+			pcfg, ok := configs[t.Name]
+			if !ok && !badConfig[t.Name] {
+				var err error
+				if pcfg, err = b.partitionConfig(t.Configs); err != nil {
+					// Keep serving as before rather than act on a config
+					// we cannot read.
+					errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
+					badConfig[t.Name] = true
+				} else {
+					configs[t.Name] = pcfg
+				}
+			}
+			if badConfig[t.Name] {
+				continue
+			}
+			ps := t.Partitions[tp.Partition]
+			if act.kind == actFollow {
+				leader, _ := md.Broker(ps.Leader)
+				addr := net.JoinHostPort(leader.Host, strconv.Itoa(int(leader.Port)))
+				if _, err := b.replicas.MakeFollower(tp, t.ID, ps.Leader, ps.LeaderEpoch, addr, pcfg); err != nil {
+					errs = append(errs, err)
 				}
 				continue
 			}
@@ -73,29 +81,10 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 				errs = append(errs, err)
 				continue
 			}
-			if t.Name == offsetsTopic && !wasLeader {
-				go b.becomeCoordinator(int32(i))
+			if tp.Topic == offsetsTopic && !wasLeader {
+				go b.becomeCoordinator(tp.Partition)
 			}
 		}
-	}
-	for _, p := range b.replicas.All() {
-		tp := p.TopicPartition()
-		if replicaHere[tp] {
-			continue
-		}
-		if tp.Topic == offsetsTopic {
-			b.groups.Resign(tp.Partition)
-		}
-		if md.IsDeleted(p.TopicID()) {
-			if err := b.replicas.Remove(tp, true); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if p.State().IsLeader || p.Following() {
-			b.logger.Warn("partition missing from the cluster view: no longer served, data kept", "partition", tp.String())
-		}
-		b.replicas.StopLeading(tp)
 	}
 	return errors.Join(errs...)
 }

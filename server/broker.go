@@ -130,6 +130,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			ConnectionTimeout:   b.cfg.ZookeeperConnectionTimeout,
 			UncleanDefault:      b.cfg.UncleanLeaderElectionEnable,
 			AutoLeaderRebalance: b.cfg.AutoLeaderRebalanceEnable,
+			HoldsDeleted:        b.holdsDeleted,
 			OnSessionLost: func() {
 				b.logger.Warn("ZooKeeper session lost: serving no partition as leader until the controller's next view")
 				for _, p := range b.replicas.All() {

@@ -29,3 +29,18 @@ func (b *Broker) localPartition(topic string, partition int32) (*replica.Partiti
 	}
 	return p, nil
 }
+
+// localPartitionOf is localPartition for a request that names the topic id
+// too (zero: not named). A partition of another incarnation of the topic
+// (deleted, its name reused) answers INCONSISTENT_TOPIC_ID, as Kafka's
+// checkTopicId: never its records.
+func (b *Broker) localPartitionOf(topic string, topicID [16]byte, partition int32) (*replica.Partition, error) {
+	p, err := b.localPartition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if have := p.TopicID(); topicID != ([16]byte{}) && have != ([16]byte{}) && have != topicID {
+		return nil, fmt.Errorf("%w: %s-%d here belongs to topic id %x, not %x", kerr.InconsistentTopicID, topic, partition, have, topicID)
+	}
+	return p, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,7 +149,7 @@ func (s *Store) ensurePaths(ctx context.Context) error {
 			return fmt.Errorf("create ZooKeeper chroot %s: %w", s.chroot, err)
 		}
 	}
-	for _, p := range persistentPaths {
+	for _, p := range append(slices.Clone(persistentPaths), DeletedTopicsPath) {
 		if err := s.createParents(ctx, s.abs(p)+"/x"); err != nil {
 			return fmt.Errorf("create %s: %w", s.abs(p), err)
 		}

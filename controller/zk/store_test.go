@@ -501,7 +501,8 @@ func TestTopicsAndPartitionStates(t *testing.T) {
 	if marked, err := s.TopicsMarkedForDeletion(ctx); err != nil || !slices.Equal(marked, []string{"orders"}) {
 		t.Fatalf("TopicsMarkedForDeletion = %v, %v", marked, err)
 	}
-	if err := s.DeleteTopic(ctx, v, "orders"); err != nil {
+	tomb := DeletedTopic{ID: TopicID{7}, Topic: "orders", Pending: []int32{3, 1, 2}}
+	if err := s.DeleteTopic(ctx, v, "orders", &tomb); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"/brokers/topics/orders", "/config/topics/orders", "/admin/delete_topics/orders"} {
@@ -509,7 +510,28 @@ func TestTopicsAndPartitionStates(t *testing.T) {
 			t.Fatalf("%s still exists after delete (%v)", p, err)
 		}
 	}
-	if err := s.DeleteTopic(ctx, v, "orders"); !errors.Is(err, ErrTopicNotFound) {
+	// The deletion's tombstone stays until every replica confirmed.
+	if data, _, err := raw.Get(DeletedTopicPath(tomb.ID)); err != nil || string(data) != `{"version":1,"topic":"orders","pending_replicas":[1,2,3]}` {
+		t.Fatalf("tombstone = %s, %v", data, err)
+	}
+	tomb.Pending = []int32{2}
+	if err := s.SetDeletedTopic(ctx, v, tomb); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DeletedTopics(ctx); err != nil || len(got) != 1 || got[0].Topic != "orders" || got[0].ID != tomb.ID || !slices.Equal(got[0].Pending, []int32{2}) {
+		t.Fatalf("DeletedTopics = %+v, %v", got, err)
+	}
+	if err := s.SetDeletedTopic(ctx, v+1, DeletedTopic{ID: tomb.ID, Topic: "orders"}); !errors.Is(err, ErrControllerMoved) {
+		t.Fatalf("fenced tombstone update: %v", err)
+	}
+	tomb.Pending = nil
+	if err := s.SetDeletedTopic(ctx, v, tomb); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DeletedTopics(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("DeletedTopics after every confirmation = %+v, %v", got, err)
+	}
+	if err := s.DeleteTopic(ctx, v, "orders", nil); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
 	// A config left behind (Kafka deletes it separately) does not block

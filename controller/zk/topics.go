@@ -198,7 +198,10 @@ func (s *Store) SetTopicConfig(ctx context.Context, epochZkVersion int32, topic 
 // deletion mark, fenced on the controller epoch. A topic of up to a few
 // hundred partitions goes in one transaction; a bigger one in several, the
 // topic znode last, so a crash leaves a topic that can still be deleted.
-func (s *Store) DeleteTopic(ctx context.Context, epochZkVersion int32, topic string) error {
+// With a tombstone, its deleted topic znode is created in the first
+// transaction: a controller that finds a tombstone naming a topic that still
+// exists finishes the deletion (DeleteTopic again, without one).
+func (s *Store) DeleteTopic(ctx context.Context, epochZkVersion int32, topic string, tombstone *DeletedTopic) error {
 	if err := validTopicName(topic); err != nil {
 		return fmt.Errorf("delete topic: %w", err)
 	}
@@ -210,12 +213,16 @@ func (s *Store) DeleteTopic(ctx context.Context, epochZkVersion int32, topic str
 		if !found {
 			return fmt.Errorf("delete topic %q: %w", topic, ErrTopicNotFound)
 		}
+		if tombstone != nil {
+			ops = append([]any{s.createOp(DeletedTopicPath(tombstone.ID), EncodeDeletedTopic(*tombstone), 0)}, ops...)
+		}
 		for len(ops) > 0 {
 			n := min(len(ops), maxOpsPerMulti)
 			if _, err = s.fencedMulti(ctx, epochZkVersion, ops[:n]...); err != nil {
 				break
 			}
 			ops = ops[n:]
+			tombstone = nil // written with the first transaction
 		}
 		if err == nil {
 			s.logger.Info("deleted topic", "topic", topic)

@@ -30,7 +30,8 @@ type Config struct {
 	// properties; other packages already use these names, so the lint rule
 	// against unit suffixes is silenced rather than the fields renamed.
 
-	LogSegmentBytes int64 // log.segment.bytes (default 1 GiB)
+	LogCleanupPolicy string // log.cleanup.policy: delete, compact or both, comma-separated (default delete)
+	LogSegmentBytes  int64  // log.segment.bytes (default 1 GiB)
 	//lint:ignore ST1011 named after log.roll.ms, see above
 	LogRollMs time.Duration // log.roll.ms / log.roll.hours (default 168h)
 	//lint:ignore ST1011 named after log.retention.ms, see above

@@ -29,6 +29,7 @@ func Default() Config {
 		AutoCreateTopics:         true,
 		DeleteTopicEnable:        true,
 
+		LogCleanupPolicy:      CleanupDelete,
 		LogSegmentBytes:       1 << 30,
 		LogRollMs:             168 * time.Hour,
 		LogRetentionMs:        168 * time.Hour,
@@ -325,6 +326,18 @@ func properties() []prop {
 		boolProp("auto.create.topics.enable", "create topics on first metadata request or produce", func(c *Config) *bool { return &c.AutoCreateTopics }),
 		boolProp("delete.topic.enable", "allow DeleteTopics", func(c *Config) *bool { return &c.DeleteTopicEnable }),
 
+		{
+			name: "log.cleanup.policy",
+			doc:  "default cleanup.policy of topics: delete (time and size retention), compact, or both",
+			set: func(c *Config, v string) error {
+				if err := validCleanupPolicy(v); err != nil {
+					return err
+				}
+				c.LogCleanupPolicy = strings.Join(splitList(v), ",")
+				return nil
+			},
+			get: func(c Config) string { return c.LogCleanupPolicy },
+		},
 		int64Prop("log.segment.bytes", "segment file size before rolling", 14, math.MaxInt32, func(c *Config) *int64 { return &c.LogSegmentBytes }),
 		durationProp("log.roll.hours", "", time.Hour, 1, false, func(c *Config) *time.Duration { return &c.LogRollMs }).alias("segment age before rolling, in hours (log.roll.ms wins)"),
 		durationProp("log.roll.ms", "segment age before rolling", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.LogRollMs }),
@@ -478,23 +491,30 @@ func stringProp(name, doc string, field func(*Config) *string) prop {
 func listProp(name, doc string, field func(*Config) *[]string) prop {
 	return prop{name: name, doc: doc,
 		set: func(c *Config, v string) error {
-			var items []string
-			for _, item := range strings.Split(v, ",") {
-				if item = strings.TrimSpace(item); item != "" {
-					items = append(items, item)
-				}
-			}
-			*field(c) = items
+			*field(c) = splitList(v)
 			return nil
 		},
 		get: func(c Config) string { return strings.Join(*field(&c), ",") },
 	}
 }
 
+// splitList splits a LIST value at commas; blanks around items and empty
+// items are dropped, as Kafka's LIST type does.
+func splitList(v string) []string {
+	var items []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}
+
 // durationProp parses an integer count of unit. With negativeForever,
 // every negative value means "forever" (RetainForever), as Kafka reads
 // log.retention.*. Values too large for a time.Duration (about 292 years)
-// are clamped to the largest one: they mean "never" either way.
+// are clamped to the largest one: they mean "never" either way, and the
+// largest one reads back as Long.MAX_VALUE.
 func durationProp(name, doc string, unit time.Duration, lo int64, negativeForever bool, field func(*Config) *time.Duration) prop {
 	return prop{name: name, doc: doc,
 		set: func(c *Config, v string) error {
@@ -514,8 +534,11 @@ func durationProp(name, doc string, unit time.Duration, lo int64, negativeForeve
 		},
 		get: func(c Config) string {
 			d := *field(&c)
-			if negativeForever && d < 0 {
+			switch {
+			case negativeForever && d < 0:
 				return "-1"
+			case d == math.MaxInt64:
+				return strconv.FormatInt(math.MaxInt64, 10)
 			}
 			return strconv.FormatInt(int64(d/unit), 10)
 		},

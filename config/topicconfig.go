@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -46,11 +48,60 @@ func validOneOf(values ...string) func(string) error {
 	}
 }
 
+// ms formats a broker duration as a topic config's milliseconds: -1 when
+// negative (forever), Long.MAX_VALUE for the largest Duration (what a
+// broker value too large for a Duration is clamped to: "never").
 func ms(d time.Duration) string {
-	if d < 0 {
+	switch {
+	case d < 0:
 		return "-1"
+	case d == math.MaxInt64:
+		return strconv.FormatInt(math.MaxInt64, 10)
 	}
 	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// Cleanup policies, the items of cleanup.policy and log.cleanup.policy.
+const (
+	CleanupDelete  = "delete"
+	CleanupCompact = "compact"
+)
+
+// validCleanupPolicy accepts a non-empty list of delete and compact.
+func validCleanupPolicy(s string) error {
+	items := splitList(s)
+	if len(items) == 0 {
+		return fmt.Errorf("%q: want %s, %s or both", s, CleanupDelete, CleanupCompact)
+	}
+	for _, item := range items {
+		if item != CleanupDelete && item != CleanupCompact {
+			return fmt.Errorf("%q: %q is not %s or %s", s, item, CleanupDelete, CleanupCompact)
+		}
+	}
+	return nil
+}
+
+// CleanupPolicyDeletes reports whether time and size retention (retention.ms,
+// retention.bytes) may delete segments of a log with this cleanup.policy:
+// only when "delete" is one of its items (Kafka's LogConfig.delete). A
+// compacted log keeps every segment except those wholly below its log start
+// offset (DeleteRecords, or a coordinator moving the start of
+// __consumer_offsets).
+func CleanupPolicyDeletes(policy string) bool {
+	return slices.Contains(splitList(policy), CleanupDelete)
+}
+
+// MillisDuration turns a topic config's milliseconds (retention.ms,
+// segment.ms, flush.ms) into a Duration. ok is false when n is negative or
+// too large for a Duration (beyond about 292 years, e.g. Long.MAX_VALUE,
+// which Kafka users set to mean "forever"): the caller reads that as
+// "never" (keep forever, never roll or flush by time). Multiplying without
+// this check wraps to an arbitrary value, possibly zero or negative.
+func MillisDuration(n int64) (d time.Duration, ok bool) {
+	if n < 0 || n > int64(math.MaxInt64/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(n) * time.Millisecond, true
 }
 
 func itoa[T ~int16 | ~int32 | ~int64](n T) string { return strconv.FormatInt(int64(n), 10) }
@@ -59,7 +110,7 @@ func itoa[T ~int16 | ~int32 | ~int64](n T) string { return strconv.FormatInt(int
 // A value set on a topic overrides the broker default.
 func TopicConfigs() []TopicConfigDef {
 	return []TopicConfigDef{
-		{"cleanup.policy", "log.cleanup.policy", validOneOf("delete", "compact", "compact,delete", "delete,compact"), func(Config) string { return "delete" }},
+		{"cleanup.policy", "log.cleanup.policy", validCleanupPolicy, func(c Config) string { return c.LogCleanupPolicy }},
 		{"compression.type", "compression.type", validOneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), func(Config) string { return "producer" }},
 		{"retention.ms", "log.retention.ms", validInt(-1), func(c Config) string { return ms(c.LogRetentionMs) }},
 		{"retention.bytes", "log.retention.bytes", validInt(-1), func(c Config) string { return itoa(c.LogRetentionBytes) }},

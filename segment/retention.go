@@ -204,7 +204,7 @@ func (l *Log) DeleteOldSegments(now time.Time, limit int64) (int, error) {
 		}
 		var reason string
 		switch {
-		case cfg.RetentionTime >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionTime.Milliseconds():
+		case retentionTimeBreached(nowMs, s.largestTimestamp(), cfg.RetentionTime):
 			reason = fmt.Sprintf("retention time %v breached", cfg.RetentionTime)
 		case cfg.RetentionBytes >= 0 && remaining-s.size >= cfg.RetentionBytes:
 			reason = fmt.Sprintf("retention size %d breached", cfg.RetentionBytes)
@@ -238,4 +238,18 @@ func (l *Log) DeleteOldSegments(now time.Time, limit int64) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// retentionTimeBreached is retention's time rule: a segment whose largest
+// timestamp is largestMs has outlived retention at nowMs when
+// nowMs-largestMs > retention (in ms). A negative retention keeps forever.
+// Timestamps come from producers and may be any int64, so the age is taken
+// without overflow: a timestamp after now is never old, and an age beyond
+// the int64 range is older than any retention.
+func retentionTimeBreached(nowMs, largestMs int64, retention time.Duration) bool {
+	if retention < 0 || largestMs > nowMs {
+		return false
+	}
+	age := nowMs - largestMs // the true age is >= 0; it wrapped if negative
+	return age < 0 || age > retention.Milliseconds()
 }

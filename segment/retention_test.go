@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,69 @@ func TestRetentionByTime(t *testing.T) {
 	n, err = l.DeleteOldSegments(time.UnixMilli(1_000_000), 13)
 	if err != nil || n != 1 || l.StartOffset() != 12 {
 		t.Fatalf("deleted %d, %v with limit 13, start %d; want 1, start 12", n, err, l.StartOffset())
+	}
+}
+
+func TestRetentionTimeBreached(t *testing.T) {
+	const now = int64(1_700_000_000_000)
+	week := 7 * 24 * time.Hour
+	for _, tc := range []struct {
+		name           string
+		nowMs, largest int64
+		retention      time.Duration
+		want           bool
+	}{
+		{"forever", now, 0, -1, false},
+		{"forever, oldest timestamp", now, math.MinInt64, -1, false},
+		{"zero retention, same ms", now, now, 0, false},
+		{"zero retention, 1 ms old", now, now - 1, 0, true},
+		{"exactly the retention", now, now - 1000, time.Second, false},
+		{"1 ms past the retention", now, now - 1001, time.Second, true},
+		{"a week old", now, now - week.Milliseconds() - 1, week, true},
+		{"timestamp in the future", now, math.MaxInt64, 0, false},
+		{"timestamp in the future, now negative", -5, math.MaxInt64, 0, false},
+		{"age beyond int64 is older than any retention", now, math.MinInt64, week, true},
+		{"age beyond int64, largest retention", math.MaxInt64, -1, math.MaxInt64, true},
+		{"within the largest retention", now, 0, math.MaxInt64, false},
+		{"past the largest retention", math.MaxInt64, 0, math.MaxInt64, true},
+	} {
+		if got := retentionTimeBreached(tc.nowMs, tc.largest, tc.retention); got != tc.want {
+			t.Errorf("%s: retentionTimeBreached(%d, %d, %v) = %v, want %v",
+				tc.name, tc.nowMs, tc.largest, tc.retention, got, tc.want)
+		}
+	}
+}
+
+// TestRetentionForeverKeepsOldSegments: segments whose every timestamp is
+// decades old survive retention when RetentionTime is forever (what
+// retention.ms=Long.MAX_VALUE or a compacted topic's policy becomes, -1) or
+// the largest Duration, and no size limit is set.
+func TestRetentionForeverKeepsOldSegments(t *testing.T) {
+	for _, retention := range []time.Duration{-1, math.MaxInt64} {
+		cfg := testConfig()
+		cfg.RetentionTime = retention
+		l, a, _ := fiveSegments(t, cfg) // timestamps 0..19 s after 1970
+		now := time.Now()
+		n, err := l.DeleteOldSegments(now, l.EndOffset())
+		if err != nil || n != 0 {
+			t.Fatalf("retention %v: deleted %d segments, %v; want none", retention, n, err)
+		}
+		if l.StartOffset() != 0 || l.NumSegments() != 5 {
+			t.Fatalf("retention %v: start %d, %d segments", retention, l.StartOffset(), l.NumSegments())
+		}
+		if got, _ := l.Read(0, 1<<20, 20, true); !bytes.Equal(got, a.from(0)) {
+			t.Fatalf("retention %v: data differs", retention)
+		}
+		// The log start offset still deletes what lies wholly below it
+		// (segments 0..3 and 4..7), and retention deletes nothing more.
+		if err := l.SetStartOffset(9); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := l.DeleteOldSegments(now, l.EndOffset()); err != nil || n != 0 || l.NumSegments() != 3 || l.StartOffset() != 9 {
+			t.Fatalf("retention %v after start 9: deleted %d, %v, %d segments, start %d; want 0 more, 3 left, start 9",
+				retention, n, err, l.NumSegments(), l.StartOffset())
+		}
+		l.Close()
 	}
 }
 

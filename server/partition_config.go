@@ -5,12 +5,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/kbroker/kbroker/segment"
 )
 
 // partitionConfig turns a topic's overrides and the broker defaults into the
 // settings a partition acts on.
+//
+// Millisecond configs too large for a Duration (Long.MAX_VALUE is common)
+// mean "never": keep forever, never roll or flush by time. Time and size
+// retention apply only when cleanup.policy holds "delete"; a compacted log
+// loses segments only below its log start offset.
 func (b *Broker) partitionConfig(overrides map[string]string) (replica.PartitionConfig, error) {
 	eff := b.cfg.EffectiveTopicConfig(overrides)
 	var firstErr error
@@ -21,28 +27,28 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 		}
 		return n
 	}
-	msDur := func(name string) time.Duration {
-		n := num(name)
-		if n < 0 {
-			return -1
+	// msDur reads a millisecond config; never is the setting's value for
+	// "not by time".
+	msDur := func(name string, never time.Duration) time.Duration {
+		if d, ok := config.MillisDuration(num(name)); ok {
+			return d
 		}
-		return time.Duration(n) * time.Millisecond
+		return never
 	}
-	// flush.ms defaults to Long.MAX_VALUE: never flush by time.
-	flushEvery := msDur("flush.ms")
-	if num("flush.ms") == 1<<63-1 {
-		flushEvery = 0
+	retentionTime, retentionBytes := msDur("retention.ms", -1), num("retention.bytes")
+	if !config.CleanupPolicyDeletes(eff["cleanup.policy"]) {
+		retentionTime, retentionBytes = -1, -1
 	}
 	pc := replica.PartitionConfig{
 		Log: segment.Config{
 			SegmentBytes:       num("segment.bytes"),
-			RollAfter:          msDur("segment.ms"),
-			RetentionTime:      msDur("retention.ms"),
-			RetentionBytes:     num("retention.bytes"),
+			RollAfter:          msDur("segment.ms", 0),
+			RetentionTime:      retentionTime,
+			RetentionBytes:     retentionBytes,
 			IndexIntervalBytes: int32(num("index.interval.bytes")),
 			MaxIndexBytes:      int32(num("segment.index.bytes")),
 			FlushMessages:      num("flush.messages"),
-			FlushInterval:      flushEvery,
+			FlushInterval:      msDur("flush.ms", 0),
 		},
 		MinInsyncReplicas: int32(num("min.insync.replicas")),
 		LogAppendTime:     eff["message.timestamp.type"] == "LogAppendTime",

@@ -333,7 +333,7 @@ func properties() []prop {
 				if err := validCleanupPolicy(v); err != nil {
 					return err
 				}
-				c.LogCleanupPolicy = strings.Join(splitList(v), ",")
+				c.LogCleanupPolicy = strings.Join(SplitList(v), ",")
 				return nil
 			},
 			get: func(c Config) string { return c.LogCleanupPolicy },
@@ -491,16 +491,16 @@ func stringProp(name, doc string, field func(*Config) *string) prop {
 func listProp(name, doc string, field func(*Config) *[]string) prop {
 	return prop{name: name, doc: doc,
 		set: func(c *Config, v string) error {
-			*field(c) = splitList(v)
+			*field(c) = SplitList(v)
 			return nil
 		},
 		get: func(c Config) string { return strings.Join(*field(&c), ",") },
 	}
 }
 
-// splitList splits a LIST value at commas; blanks around items and empty
+// SplitList splits a LIST value at commas; blanks around items and empty
 // items are dropped, as Kafka's LIST type does.
-func splitList(v string) []string {
+func SplitList(v string) []string {
 	var items []string
 	for _, item := range strings.Split(v, ",") {
 		if item = strings.TrimSpace(item); item != "" {

@@ -69,7 +69,7 @@ const (
 
 // validCleanupPolicy accepts a non-empty list of delete and compact.
 func validCleanupPolicy(s string) error {
-	items := splitList(s)
+	items := SplitList(s)
 	if len(items) == 0 {
 		return fmt.Errorf("%q: want %s, %s or both", s, CleanupDelete, CleanupCompact)
 	}
@@ -88,7 +88,7 @@ func validCleanupPolicy(s string) error {
 // offset (DeleteRecords, or a coordinator moving the start of
 // __consumer_offsets).
 func CleanupPolicyDeletes(policy string) bool {
-	return slices.Contains(splitList(policy), CleanupDelete)
+	return slices.Contains(SplitList(policy), CleanupDelete)
 }
 
 // MillisDuration turns a topic config's milliseconds (retention.ms,

@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
-	"slices"
 
+	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -65,7 +65,7 @@ func (b *Broker) deleteRecords(topic string, partition int32, offset int64) (int
 	}
 	if t, ok := b.controller.Metadata().Topics[topic]; ok {
 		policy := b.cfg.EffectiveTopicConfig(t.Configs)["cleanup.policy"]
-		if !slices.Contains(splitList(policy), "delete") {
+		if !config.CleanupPolicyDeletes(policy) {
 			return -1, fmt.Errorf("%w: records of %s-%d cannot be deleted: cleanup.policy is %q", kerr.PolicyViolation, topic, partition, policy)
 		}
 	}

@@ -232,8 +232,8 @@ func applyConfigOps(overrides, effective map[string]string, ops []kmsg.Increment
 			if !ok {
 				old = effective[op.Name]
 			}
-			list := splitList(old)
-			for _, v := range splitList(*op.Value) {
+			list := config.SplitList(old)
+			for _, v := range config.SplitList(*op.Value) {
 				if op.Op == kmsg.IncrementalAlterConfigOpAppend {
 					if !slices.Contains(list, v) {
 						list = append(list, v)
@@ -250,16 +250,6 @@ func applyConfigOps(overrides, effective map[string]string, ops []kmsg.Increment
 	return overrides, nil
 }
 
-// splitList splits a LIST config value at commas, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
-}
 
 // topicConfigInfo is what DescribeConfigs v3+ says about a topic config
 // beyond its value: Kafka's type and a short documentation line.

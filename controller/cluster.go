@@ -343,11 +343,18 @@ func (c *Cluster) ControlledShutdown(id int32) (int, error) {
 
 // ElectLeaders runs preferred (or unclean) leader elections; only the
 // controller can. partitions nil means all.
-func (c *Cluster) ElectLeaders(preferred bool, partitions []zk.TopicPartition) ([]ElectionResult, error) {
+func (c *Cluster) ElectLeaders(preferred bool, partitions []TopicPartition) ([]ElectionResult, error) {
+	var zps []zk.TopicPartition
+	if partitions != nil {
+		zps = make([]zk.TopicPartition, 0, len(partitions))
+		for _, tp := range partitions {
+			zps = append(zps, zk.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
+	}
 	var res []ElectionResult
 	err := c.withActive(func(a *active) error {
 		var err error
-		res, err = a.electLeaders(preferred, partitions)
+		res, err = a.electLeaders(preferred, zps)
 		return err
 	})
 	return res, err

@@ -25,6 +25,12 @@ type PartitionState struct {
 	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
 }
 
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
 // Topic is one topic's assignment and config overrides.
 type Topic struct {
 	Name       string            `json:"name"`

@@ -3,7 +3,7 @@ package server
 import (
 	"context"
 
-	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,12 +29,12 @@ func handleElectLeaders(_ context.Context, b *Broker, _ *requestContext, kreq km
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	preferred := req.Version == 0 || req.ElectionType == 0
-	var partitions []zk.TopicPartition
+	var partitions []controller.TopicPartition
 	if req.Topics != nil {
-		partitions = []zk.TopicPartition{}
+		partitions = []controller.TopicPartition{}
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				partitions = append(partitions, zk.TopicPartition{Topic: t.Topic, Partition: p})
+				partitions = append(partitions, controller.TopicPartition{Topic: t.Topic, Partition: p})
 			}
 		}
 	}
@@ -42,7 +42,7 @@ func handleElectLeaders(_ context.Context, b *Broker, _ *requestContext, kreq km
 	if b.cluster == nil {
 		md := b.controller.Metadata()
 		if partitions == nil {
-			partitions = []zk.TopicPartition{}
+			partitions = []controller.TopicPartition{}
 		}
 		for _, tp := range partitions {
 			err := kerr.ElectionNotNeeded

@@ -25,18 +25,23 @@ const (
 	ControllerEpochBack = "controller-epoch-regression"
 	EmptyISR            = "empty-isr"
 	ReplicaDivergence   = "replica-divergence"
+	// StaleIncarnationRead: a record of a deleted incarnation of the
+	// re-created topic read by a client started after the topic was created
+	// again (or found by the final read).
+	StaleIncarnationRead = "stale-incarnation-read"
 )
 
 // AllAnomalies lists every anomaly the checker can report, in report order.
 var AllAnomalies = []string{
 	LostWrite, InconsistentOffsets, Duplicate, NonmonotonicSend, NonmonotonicPoll, PollSkip,
 	AbortedRead, UnseenAfterHealing, DirtyRead, FinalReadMissing, LeaderEpochBack,
-	ControllerEpochBack, EmptyISR, ReplicaDivergence,
+	ControllerEpochBack, EmptyISR, ReplicaDivergence, StaleIncarnationRead,
 }
 
 // Anomaly is one finding, with enough of the history to find it again.
 type Anomaly struct {
 	Name      string `json:"name"`
+	Topic     string `json:"topic,omitempty"` // empty: the main topic
 	Partition int32  `json:"p"`
 	Offset    int64  `json:"o"`
 	Value     string `json:"v,omitempty"`
@@ -45,7 +50,11 @@ type Anomaly struct {
 }
 
 func (a Anomaly) String() string {
-	return fmt.Sprintf("%s p%d o%d %s %s: %s", a.Name, a.Partition, a.Offset, a.Proc, a.Value, a.Detail)
+	topic := ""
+	if a.Topic != "" {
+		topic = a.Topic + " "
+	}
+	return fmt.Sprintf("%s %sp%d o%d %s %s: %s", a.Name, topic, a.Partition, a.Offset, a.Proc, a.Value, a.Detail)
 }
 
 // Result is what Check found.
@@ -97,14 +106,43 @@ type po struct {
 	o int64
 }
 
+// countSend adds a send to the totals.
+func (c *checker) countSend(e Event) {
+	c.res.Sends[e.Outcome]++
+	if c.res.SendsByProc[e.Proc] == nil {
+		c.res.SendsByProc[e.Proc] = map[Outcome]int{}
+	}
+	c.res.SendsByProc[e.Proc][e.Outcome]++
+}
+
+// ofRecreatedTopic reports whether e is a send, read, assignment or final
+// read of the re-created topic, which check_recreate.go checks instead of
+// the rules below (they assume records live for the whole run).
+func ofRecreatedTopic(e Event) bool {
+	switch e.Kind {
+	case KindSend, KindRead, KindAssign, KindFinal, KindFinalDone:
+		return e.Topic != ""
+	}
+	return false
+}
+
 // Check analyses a history. Events must be in recording order (the order
 // a Recorder keeps them in).
-func Check(events []Event) Result {
+func Check(history []Event) Result {
 	c := &checker{res: Result{
 		ByName:      map[string]int{},
 		Sends:       map[Outcome]int{},
 		SendsByProc: map[string]map[Outcome]int{},
 	}}
+	var events, recreated []Event
+	for _, e := range history {
+		if ofRecreatedTopic(e) {
+			recreated = append(recreated, e)
+		} else {
+			events = append(events, e)
+		}
+	}
+	c.checkRecreated(recreated)
 
 	final := map[po]string{}                 // the final read
 	finalValues := map[pv][]int64{}          // value -> offsets in the final read
@@ -137,11 +175,7 @@ func Check(events []Event) Result {
 		case KindSend:
 			sends = append(sends, e)
 			partitions[e.Partition] = true
-			c.res.Sends[e.Outcome]++
-			if c.res.SendsByProc[e.Proc] == nil {
-				c.res.SendsByProc[e.Proc] = map[Outcome]int{}
-			}
-			c.res.SendsByProc[e.Proc][e.Outcome]++
+			c.countSend(e)
 			if e.Outcome == OK {
 				observe(e.Partition, e.Offset, e.Value)
 			}
@@ -222,7 +256,7 @@ func Check(events []Event) Result {
 	c.checkEpochs(events)
 	for _, e := range events {
 		if e.Kind == KindReplica && e.Outcome != OK {
-			c.flag(Anomaly{Name: ReplicaDivergence, Partition: e.Partition, Offset: e.Offset, Proc: e.Proc, Detail: e.Detail})
+			c.flag(Anomaly{Name: ReplicaDivergence, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Proc: e.Proc, Detail: e.Detail})
 		}
 	}
 	c.availability(sends, workStart, workEnd)

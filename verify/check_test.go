@@ -149,6 +149,8 @@ func TestCheckAnomalies(t *testing.T) {
 		{"replica logs differ", edit(func(e h) h {
 			return append(e, Event{Kind: KindReplica, Partition: 0, Offset: 4, Outcome: Fail, Proc: "b3", Detail: "differs"})
 		}), ReplicaDivergence},
+		{"the re-created topic's deleted incarnation read by a client started after the re-creation", append(recreated(),
+			rread("recreate", 0, 5, v(1, 2))), StaleIncarnationRead},
 	}
 	covered := map[string]bool{}
 	for _, tc := range tests {

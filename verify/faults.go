@@ -26,13 +26,19 @@ const (
 	RestartZK         = "restart-zk"          // kill -9 ZooKeeper, start it again
 	PartitionClients  = "partition-clients"   // cut a leader from every client
 	DiskFull          = "disk-full"           // fill a leader's log dir (its tmpfs): it must stop; free the space and restart it
+	// The re-created topic (recreate.go) is deleted and created again
+	// while a broker other than the controller is cut off from the other
+	// brokers (RecreateTopic) or SIGSTOPped for less than the session
+	// (RecreateTopicPaused).
+	RecreateTopic       = "recreate-topic"
+	RecreateTopicPaused = "recreate-topic-paused"
 )
 
 // AllFaults is every fault kind, in a fixed order.
 var AllFaults = []string{
 	KillLeader, KillFollower, KillController, PauseShort, PauseLag, PauseLong, PartitionBrokers,
 	IsolateLeader, IsolateLeaderKill, PartitionZKShort, PartitionZKLong, RestartZK, PartitionClients,
-	DiskFull,
+	DiskFull, RecreateTopic, RecreateTopicPaused,
 }
 
 // Fault is one planned fault.
@@ -73,6 +79,11 @@ func (t Timing) plan(r *rand.Rand, kind string, partitions int32) Fault {
 		f.Duration = between(r, t.Session+t.Session/2, 2*t.Session)
 	case RestartZK:
 		f.Duration = between(r, time.Second, 4*time.Second)
+	case RecreateTopic:
+		// The views sent meanwhile are lost whatever the length.
+		f.Duration = between(r, 2*time.Second, 3*time.Second)
+	case RecreateTopicPaused:
+		f.Duration = between(r, t.Session/2, t.Session*4/5)
 	}
 	return f
 }
@@ -115,8 +126,11 @@ type Nemesis struct {
 	ZK    *ZKView
 	Rec   *Recorder
 	Topic string
-	Rand  *rand.Rand
-	Logf  func(string, ...any)
+	// Recreate is the topic the RecreateTopic fault deletes and creates
+	// again (nil: that fault is skipped).
+	Recreate *Incarnations
+	Rand     *rand.Rand
+	Logf     func(string, ...any)
 }
 
 func (n *Nemesis) logf(format string, args ...any) {
@@ -150,6 +164,16 @@ func (n *Nemesis) random(except *Broker) *Broker {
 		return n.C.Brokers[0]
 	}
 	return live[n.Rand.IntN(len(live))]
+}
+
+// cutFromBrokers partitions b from every other broker, both ways.
+func (n *Nemesis) cutFromBrokers(b *Broker) {
+	b.Proxy.Cut(n.others(b)...)
+	for _, o := range n.C.Brokers {
+		if o != b {
+			o.Proxy.Cut(fmt.Sprintf("b%d", b.ID))
+		}
+	}
 }
 
 func (n *Nemesis) others(b *Broker) []string {
@@ -255,12 +279,7 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 	case IsolateLeader:
 		l := n.leader(f.Partition)
 		n.record(f.Kind, "start", fmt.Sprintf("cut b%d (leader of %d) <-> all brokers for %v", l.ID, f.Partition, f.Duration))
-		l.Proxy.Cut(n.others(l)...)
-		for _, o := range n.C.Brokers {
-			if o != l {
-				o.Proxy.Cut(fmt.Sprintf("b%d", l.ID))
-			}
-		}
+		n.cutFromBrokers(l)
 		sleepCtx(ctx, f.Duration)
 		n.C.HealAll()
 		n.record(f.Kind, "end", "healed")
@@ -307,6 +326,8 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 		n.record(f.Kind, "end", "healed")
 	case DiskFull:
 		n.diskFull(ctx, f)
+	case RecreateTopic, RecreateTopicPaused:
+		n.recreate(ctx, f)
 	}
 }
 

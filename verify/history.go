@@ -6,12 +6,16 @@
 // anomalies named by Jepsen's Kafka workload (lost-write,
 // inconsistent-offsets, duplicate, nonmonotonic-send, nonmonotonic-poll,
 // poll-skip, aborted-read, unseen-after-healing), plus replica byte-equality
-// and epoch monotonicity.
+// and epoch monotonicity. A second topic is deleted and created again under
+// the same name while the workload uses it; its own rule is that no record
+// of an earlier incarnation is read after the re-creation.
 //
 // Files: history.go (events and the recorder), check.go (the checker),
-// proxy.go (the TCP proxy), cluster.go (processes), faults.go (the
-// schedule), workload.go (clients), observe.go (ZooKeeper epochs and
-// replica logs), run.go (a whole run and its report).
+// check_recreate.go (the checker for the re-created topic), proxy.go (the
+// TCP proxy), cluster.go (processes), faults.go (the schedule),
+// recreate.go (the delete-and-recreate fault), workload.go (clients),
+// observe.go (ZooKeeper epochs and replica logs), run.go (a whole run and
+// its report).
 package verify
 
 import (
@@ -35,7 +39,9 @@ const (
 	// KindRead is one record a consumer (Proc) saw in poll number Poll.
 	KindRead Kind = "read"
 	// KindAssign says consumer Proc (re)started reading Partitions: offset
-	// monotonicity is checked from here on.
+	// monotonicity is checked from here on. On the re-created topic it
+	// also says which incarnation existed when the client started
+	// (Incarnation), as does the one before its final read (Proc "final").
 	KindAssign Kind = "assign"
 	// KindFinal is one record of the final read of a partition after the
 	// faults healed.
@@ -72,8 +78,12 @@ const (
 // Event is one line of a history.
 type Event struct {
 	// Time is microseconds since the run started.
-	Time      int64   `json:"t"`
-	Kind      Kind    `json:"kind"`
+	Time int64 `json:"t"`
+	Kind Kind  `json:"kind"`
+	// Topic is empty for the main topic (whose records live for the whole
+	// run) and names the re-created topic (see recreate.go) on its sends,
+	// reads, assignments, final reads and replica comparisons.
+	Topic     string  `json:"topic,omitempty"`
 	Proc      string  `json:"proc,omitempty"`
 	Seq       int64   `json:"seq,omitempty"`
 	Partition int32   `json:"p"`
@@ -88,6 +98,9 @@ type Event struct {
 	LeaderEpoch     int32   `json:"leader_epoch,omitempty"`
 	ControllerEpoch int32   `json:"controller_epoch,omitempty"`
 	ISR             []int32 `json:"isr,omitempty"`
+	// Incarnation counts the re-created topic's incarnations from 1 (on
+	// KindAssign and on the recreate fault's "create" event).
+	Incarnation int32 `json:"inc,omitempty"`
 
 	Fault  string `json:"fault,omitempty"`
 	Phase  string `json:"phase,omitempty"`

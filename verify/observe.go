@@ -131,8 +131,9 @@ func (v *ZKView) WatchEpochs(ctx context.Context, rec *Recorder, topic string, p
 // ReplicaCheck compares, for one partition, the log of every ISR member
 // with the leader's up to hw, byte for byte, reading the partition
 // directories with the segment package (call it after the brokers
-// stopped). It records one KindReplica event per ISR member.
-func ReplicaCheck(rec *Recorder, c *Cluster, topic string, p int32, st PartitionState, hw int64) {
+// stopped). It records one KindReplica event per ISR member, whose Topic is
+// label (empty for the main topic).
+func ReplicaCheck(rec *Recorder, c *Cluster, topic, label string, p int32, st PartitionState, hw int64) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	read := func(id int32) ([]byte, error) {
 		dir := filepath.Join(c.Broker(id).LogDir, fmt.Sprintf("%s-%d", topic, p))
@@ -155,12 +156,12 @@ func ReplicaCheck(rec *Recorder, c *Cluster, topic string, p int32, st Partition
 	}
 	want, err := read(ref)
 	if err != nil {
-		rec.Add(Event{Kind: KindReplica, Proc: fmt.Sprintf("b%d", ref), Partition: p, Offset: hw, Outcome: Fail, Detail: fmt.Sprintf("reference replica b%d: %v", ref, err)})
+		rec.Add(Event{Kind: KindReplica, Topic: label, Proc: fmt.Sprintf("b%d", ref), Partition: p, Offset: hw, Outcome: Fail, Detail: fmt.Sprintf("reference replica b%d: %v", ref, err)})
 		return
 	}
 	for _, id := range st.ISR {
 		got, err := read(id)
-		e := Event{Kind: KindReplica, Proc: fmt.Sprintf("b%d", id), Partition: p, Offset: hw, Outcome: OK,
+		e := Event{Kind: KindReplica, Topic: label, Proc: fmt.Sprintf("b%d", id), Partition: p, Offset: hw, Outcome: OK,
 			Detail: fmt.Sprintf("%d bytes up to HW %d identical to b%d", len(got), hw, ref)}
 		switch {
 		case err != nil:

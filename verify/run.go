@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -179,8 +180,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer zv.Close()
 	topic := "kverify"
-	if err := setup(ctx, c, zv, topic, o.Partitions); err != nil {
-		return nil, err
+	topics := []topicSpec{{topic, o.Partitions}}
+	// The re-created topic has its own workload, only when a fault
+	// re-creates it (so the unsafe run is as before).
+	var recreate *Incarnations
+	if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == RecreateTopic || f.Kind == RecreateTopicPaused }) {
+		recreate = NewIncarnations(RecreateTopicName, RecreatePartitions)
+		topics = append(topics, topicSpec{recreate.Topic, recreate.Partitions})
+	}
+	for _, t := range topics {
+		if err := setup(ctx, c, zv, t.name, t.partitions); err != nil {
+			return nil, err
+		}
 	}
 	phase("cluster-ready")
 
@@ -190,7 +201,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	go func() { defer watchWG.Done(); zv.WatchEpochs(watchCtx, rec, topic, o.Partitions, 100*time.Millisecond) }()
 	defer func() { stopWatch(); watchWG.Wait() }()
 
-	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf}
+	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf, Recreate: recreate}
 	consCtx, stopCons := context.WithCancel(ctx)
 	var consWG sync.WaitGroup
 	consWG.Add(1)
@@ -203,7 +214,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phase("workload-start")
 	go func() { defer prodWG.Done(); w.RunProducers(prodCtx) }()
 
-	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
+	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Recreate: recreate, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
 	nem.Run(ctx, faults)
 	nem.HealEverything(ctx)
 	phase("healed")
@@ -215,31 +226,44 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phase("producers-done")
 
 	// Quiesce: every partition back to a full ISR, on its own.
-	if err := waitFor(ctx, 60*time.Second, func() error { return fullISR(zv, topic, o.Partitions, o.Brokers) }); err != nil {
+	if err := waitFor(ctx, 60*time.Second, func() error {
+		for _, t := range topics {
+			if err := fullISR(zv, t.name, t.partitions, o.Brokers); err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+		return nil
+	}); err != nil {
 		rec.Add(Event{Kind: KindReplica, Proc: "isr", Partition: -1, Offset: -1, Outcome: Fail, Detail: "ISR not restored within 60s after healing: " + err.Error()})
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
 	phase("quiesced")
 
-	var ends map[int32]int64
-	if err := waitFor(ctx, 30*time.Second, func() error {
-		var err error
-		ends, err = EndOffsets(ctx, c.Seeds(), topic)
-		if err == nil && int32(len(ends)) != o.Partitions {
-			err = fmt.Errorf("end offsets of %d partitions", len(ends))
+	ends := map[string]map[int32]int64{}
+	for _, t := range topics {
+		var e map[int32]int64
+		if err := waitFor(ctx, 30*time.Second, func() error {
+			var err error
+			e, err = EndOffsets(ctx, c.Seeds(), t.name)
+			if err == nil && int32(len(e)) != t.partitions {
+				err = fmt.Errorf("end offsets of %d partitions", len(e))
+			}
+			return err
+		}); err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("list end offsets of %s: %v", t.name, err))
+			continue
 		}
-		return err
-	}); err != nil {
-		rep.Warnings = append(rep.Warnings, "list end offsets: "+err.Error())
-	} else {
+		ends[t.name] = e
 		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		if err := w.FinalRead(fctx, ends); err != nil {
+		if err := w.FinalRead(fctx, t.name, e); err != nil {
 			rep.Warnings = append(rep.Warnings, err.Error())
 		}
 		cancel()
-		phase(fmt.Sprintf("final-read %v", ends))
+		phase(fmt.Sprintf("final-read %s %v", t.name, e))
+	}
+	if ends[topic] != nil {
 		if err := waitFor(ctx, 30*time.Second, func() error {
-			if !w.CaughtUp(Consumers, ends) {
+			if !w.CaughtUp(Consumers, ends[topic]) {
 				return errors.New("consumers not caught up")
 			}
 			return nil
@@ -252,10 +276,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phase("consumers-done")
 
 	// Replica logs, after a clean stop.
-	states := map[int32]PartitionState{}
-	for p := int32(0); p < o.Partitions; p++ {
-		if s, err := zv.State(topic, p); err == nil {
-			states[p] = s
+	states := map[string]map[int32]PartitionState{}
+	for _, t := range topics {
+		states[t.name] = map[int32]PartitionState{}
+		for p := int32(0); p < t.partitions; p++ {
+			if s, err := zv.State(t.name, p); err == nil {
+				states[t.name][p] = s
+			}
 		}
 	}
 	stopWatch()
@@ -281,10 +308,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
-	if ends != nil {
-		for p := int32(0); p < o.Partitions; p++ {
-			if s, ok := states[p]; ok {
-				ReplicaCheck(rec, c, topic, p, s, ends[p])
+	for _, t := range topics {
+		if ends[t.name] == nil {
+			continue
+		}
+		for p := int32(0); p < t.partitions; p++ {
+			if s, ok := states[t.name][p]; ok {
+				ReplicaCheck(rec, c, t.name, w.label(t.name), p, s, ends[t.name][p])
 			}
 		}
 	}
@@ -307,6 +337,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Elapsed = time.Since(began)
 	return rep, nil
+}
+
+type topicSpec struct {
+	name       string
+	partitions int32
 }
 
 // setup waits for every broker to register and a controller, creates the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,10 @@ type Workload struct {
 	Interval time.Duration
 	Dir      string // kcat logs
 	Logf     func(string, ...any)
+	// Recreate, if set, is a second topic, which the RecreateTopic fault
+	// deletes and creates again: raw producers write to it and a consumer
+	// reads it (see recreate.go).
+	Recreate *Incarnations
 
 	// mu guards maxSeen.
 	mu      sync.Mutex
@@ -45,6 +50,15 @@ func (w *Workload) logf(format string, args ...any) {
 	}
 }
 
+// label is what events of topic say in their Topic: empty for the main
+// topic.
+func (w *Workload) label(topic string) string {
+	if topic == w.Topic {
+		return ""
+	}
+	return topic
+}
+
 // RunProducers runs every producer until ctx ends, then lets outstanding
 // sends resolve (bounded by the clients' delivery timeouts).
 func (w *Workload) RunProducers(ctx context.Context) {
@@ -55,8 +69,13 @@ func (w *Workload) RunProducers(ctx context.Context) {
 	}
 	run(func() { w.franzProducer(ctx, "franz") })
 	for p := int32(0); p < w.Partitions; p++ {
-		run(func() { w.rawProducer(ctx, fmt.Sprintf("raw-p%d", p), p) })
+		run(func() { w.rawProducer(ctx, fmt.Sprintf("raw-p%d", p), p, nil) })
 		run(func() { w.kcatProducer(ctx, fmt.Sprintf("kcat-p%d", p), p) })
+	}
+	if g := w.Recreate; g != nil {
+		for p := int32(0); p < g.Partitions; p++ {
+			run(func() { w.rawProducer(ctx, fmt.Sprintf("recreate-p%d", p), p, g) })
+		}
 	}
 	wg.Wait()
 }
@@ -114,60 +133,34 @@ func (w *Workload) franzProducer(ctx context.Context, name string) {
 // rawProducer sends one single-record Produce request at a time to the
 // partition's leader, without idempotence or retries, so that errors the
 // broker returns before writing (NOT_ENOUGH_REPLICAS) are definite
-// failures.
-func (w *Workload) rawProducer(ctx context.Context, name string, p int32) {
+// failures. With g it writes to the re-created topic, holding g for each
+// send and naming the incarnation in the value; else to the main topic.
+func (w *Workload) rawProducer(ctx context.Context, name string, p int32, g *Incarnations) {
+	topic := w.Topic
+	if g != nil {
+		topic = g.Topic
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...), kgo.MetadataMinAge(250*time.Millisecond), kgo.RequestRetries(0))
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return
 	}
 	defer cl.Close()
-	leader := int32(-1)
-	var seq int64
+	s := &rawSender{w: w, cl: cl, topic: topic, p: p, name: name, leader: -1}
+	inc := int32(0)
 	for ctx.Err() == nil {
-		if leader < 0 {
-			leader = w.leaderOf(ctx, cl, p)
-			if leader < 0 {
-				sleepCtx(ctx, 100*time.Millisecond)
-				continue
+		if g != nil {
+			if k := g.hold(); k != inc {
+				inc, s.leader = k, -1
 			}
 		}
-		seq++
-		v := fmt.Sprintf("%s-%d", name, seq)
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = -1
-		req.TimeoutMillis = 3000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = w.Topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = p
-		rp.Records = oneRecordBatch([]byte(v))
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		rctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-		resp, err := cl.Broker(int(leader)).Request(rctx, req)
-		cancel()
-		e := Event{Kind: KindSend, Proc: name, Seq: seq, Partition: p, Value: v, Outcome: Info, Offset: -1}
-		if err != nil {
-			e.Err = err.Error()
-			leader = -1
-		} else {
-			pr := resp.(*kmsg.ProduceResponse)
-			code := int16(-1)
-			if len(pr.Topics) == 1 && len(pr.Topics[0].Partitions) == 1 {
-				code = pr.Topics[0].Partitions[0].ErrorCode
-				e.Offset = pr.Topics[0].Partitions[0].BaseOffset
-			}
-			switch {
-			case code == 0:
-				e.Outcome = OK
-			case code == kerr.NotEnoughReplicas.Code:
-				// Checked before the append: nothing was written.
-				e.Outcome, e.Err, e.Offset = Fail, kerr.ErrorForCode(code).Error(), -1
-			default:
-				e.Err, e.Offset = fmt.Sprintf("error code %d: %v", code, kerr.ErrorForCode(code)), -1
-				leader = -1
-			}
+		e, ok := s.send(ctx, inc)
+		if g != nil {
+			g.release()
+		}
+		if !ok {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
 		}
 		w.Rec.Add(e)
 		if e.Outcome != OK {
@@ -177,10 +170,74 @@ func (w *Workload) rawProducer(ctx context.Context, name string, p int32) {
 	}
 }
 
-func (w *Workload) leaderOf(ctx context.Context, cl *kgo.Client, p int32) int32 {
+// rawSender is rawProducer's connection to one partition.
+type rawSender struct {
+	w      *Workload
+	cl     *kgo.Client
+	topic  string
+	p      int32
+	name   string
+	leader int32 // -1: look it up
+	seq    int64
+}
+
+// send sends the next value and returns its event, or false when the
+// partition has no leader to send to. An error that may mean the leader
+// moved makes the next send look it up again. inc > 0 names the re-created
+// topic's incarnation in the value.
+func (s *rawSender) send(ctx context.Context, inc int32) (Event, bool) {
+	if s.leader < 0 {
+		if s.leader = s.w.leaderOf(ctx, s.cl, s.topic, s.p); s.leader < 0 {
+			return Event{}, false
+		}
+	}
+	s.seq++
+	v := fmt.Sprintf("%s-%d", s.name, s.seq)
+	if inc > 0 {
+		v = incarnationValue(inc, s.name, s.seq)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 3000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = s.topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = s.p
+	rp.Records = oneRecordBatch([]byte(v))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	resp, err := s.cl.Broker(int(s.leader)).Request(rctx, req)
+	cancel()
+	e := Event{Kind: KindSend, Topic: s.w.label(s.topic), Proc: s.name, Seq: s.seq, Partition: s.p, Value: v, Outcome: Info, Offset: -1}
+	if err != nil {
+		e.Err = err.Error()
+		s.leader = -1
+		return e, true
+	}
+	pr := resp.(*kmsg.ProduceResponse)
+	code := int16(-1)
+	if len(pr.Topics) == 1 && len(pr.Topics[0].Partitions) == 1 {
+		code = pr.Topics[0].Partitions[0].ErrorCode
+		e.Offset = pr.Topics[0].Partitions[0].BaseOffset
+	}
+	switch {
+	case code == 0:
+		e.Outcome = OK
+	case code == kerr.NotEnoughReplicas.Code:
+		// Checked before the append: nothing was written.
+		e.Outcome, e.Err, e.Offset = Fail, kerr.ErrorForCode(code).Error(), -1
+	default:
+		e.Err, e.Offset = fmt.Sprintf("error code %d: %v", code, kerr.ErrorForCode(code)), -1
+		s.leader = -1
+	}
+	return e, true
+}
+
+func (w *Workload) leaderOf(ctx context.Context, cl *kgo.Client, topic string, p int32) int32 {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(w.Topic)
+	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -359,16 +416,22 @@ func (w *Workload) CaughtUp(consumers []string, ends map[int32]int64) bool {
 var Consumers = []string{"assigned", "group"}
 
 // RunConsumers runs a consumer with assigned partitions and one in a
-// consumer group until ctx ends.
+// consumer group until ctx ends, and one of the re-created topic if there
+// is one.
 func (w *Workload) RunConsumers(ctx context.Context, group string) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); w.assignedConsumer(ctx, "assigned") }()
 	go func() { defer wg.Done(); w.groupConsumer(ctx, "group", group) }()
+	if w.Recreate != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.recreateConsumer(ctx, "recreate") }()
+	}
 	wg.Wait()
 }
 
-func (w *Workload) poll(ctx context.Context, name string, cl *kgo.Client) {
+// poll records what cl reads of topic until ctx ends.
+func (w *Workload) poll(ctx context.Context, name, topic string, cl *kgo.Client) {
 	var poll int64
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
@@ -377,29 +440,69 @@ func (w *Workload) poll(ctx context.Context, name string, cl *kgo.Client) {
 		}
 		poll++
 		fs.EachRecord(func(r *kgo.Record) {
-			w.Rec.Add(Event{Kind: KindRead, Proc: name, Poll: poll, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			w.Rec.Add(Event{Kind: KindRead, Topic: w.label(topic), Proc: name, Poll: poll, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 			w.saw(name, r.Partition, r.Offset)
 		})
 	}
 }
 
-func (w *Workload) assignedConsumer(ctx context.Context, name string) {
+// fromStart is a client reading the partitions of topic from the start.
+func (w *Workload) fromStart(topic string, partitions []int32, opts ...kgo.Opt) (*kgo.Client, error) {
 	parts := map[int32]kgo.Offset{}
-	var all []int32
-	for p := int32(0); p < w.Partitions; p++ {
+	for _, p := range partitions {
 		parts[p] = kgo.NewOffset().AtStart()
-		all = append(all, p)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.Topic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.Seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})}, opts...)...)
+}
+
+func upTo(n int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+func (w *Workload) assignedConsumer(ctx context.Context, name string) {
+	all := upTo(w.Partitions)
+	cl, err := w.fromStart(w.Topic, all, kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return
 	}
 	defer cl.Close()
 	w.Rec.Add(Event{Kind: KindAssign, Proc: name, Partitions: all})
-	w.poll(ctx, name, cl)
+	w.poll(ctx, name, w.Topic, cl)
+}
+
+// recreateConsumer reads the re-created topic's partitions from the start
+// with a client it replaces by a new one each time the topic is created
+// again; each client's assign event names the incarnation that existed
+// when it started.
+func (w *Workload) recreateConsumer(ctx context.Context, name string) {
+	g := w.Recreate
+	all := upTo(g.Partitions)
+	for ctx.Err() == nil {
+		inc, next := g.Current()
+		cl, err := w.fromStart(g.Topic, all, kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+		if err != nil {
+			w.logf("%s: %v", name, err)
+			return
+		}
+		w.Rec.Add(Event{Kind: KindAssign, Topic: g.Topic, Proc: name, Partitions: all, Incarnation: inc})
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-next:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		w.poll(pctx, name, g.Topic, cl)
+		cancel()
+		cl.Close()
+	}
 }
 
 func (w *Workload) groupConsumer(ctx context.Context, name, group string) {
@@ -418,7 +521,7 @@ func (w *Workload) groupConsumer(ctx context.Context, name, group string) {
 		return
 	}
 	defer cl.Close()
-	w.poll(ctx, name, cl)
+	w.poll(ctx, name, w.Topic, cl)
 }
 
 // EndOffsets lists each partition's high watermark.
@@ -445,16 +548,21 @@ func EndOffsets(ctx context.Context, seeds []string, topic string) (map[int32]in
 	return out, errors.Join(errs...)
 }
 
-// FinalRead reads every partition from the start up to its high watermark
-// (ends) and records what it holds.
-func (w *Workload) FinalRead(ctx context.Context, ends map[int32]int64) error {
-	parts := map[int32]kgo.Offset{}
+// FinalRead reads every partition of topic from the start up to its high
+// watermark (ends) and records what it holds. For the re-created topic it
+// first records the incarnation it reads (an assign event of "final").
+func (w *Workload) FinalRead(ctx context.Context, topic string, ends map[int32]int64) error {
+	var parts []int32
 	for p := range ends {
-		parts[p] = kgo.NewOffset().AtStart()
+		parts = append(parts, p)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.Topic: parts}),
-		kgo.FetchMaxWait(200*time.Millisecond))
+	label := w.label(topic)
+	if label != "" && w.Recreate != nil {
+		inc, _ := w.Recreate.Current()
+		slices.Sort(parts)
+		w.Rec.Add(Event{Kind: KindAssign, Topic: label, Proc: "final", Partitions: parts, Incarnation: inc})
+	}
+	cl, err := w.fromStart(topic, parts, kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -464,7 +572,7 @@ func (w *Workload) FinalRead(ctx context.Context, ends map[int32]int64) error {
 	finish := func(p int32) {
 		if !done[p] && next[p] >= ends[p] {
 			done[p] = true
-			w.Rec.Add(Event{Kind: KindFinalDone, Proc: "final", Partition: p, Offset: ends[p]})
+			w.Rec.Add(Event{Kind: KindFinalDone, Topic: label, Proc: "final", Partition: p, Offset: ends[p]})
 		}
 	}
 	for p := range ends {
@@ -479,7 +587,7 @@ func (w *Workload) FinalRead(ctx context.Context, ends map[int32]int64) error {
 			if r.Offset >= ends[r.Partition] || done[r.Partition] {
 				return
 			}
-			w.Rec.Add(Event{Kind: KindFinal, Proc: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			w.Rec.Add(Event{Kind: KindFinal, Topic: label, Proc: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 			next[r.Partition] = r.Offset + 1
 		})
 		for p := range ends {

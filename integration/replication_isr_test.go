@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -161,10 +165,17 @@ func TestReplicationNotEnoughReplicas(t *testing.T) {
 		}
 	}
 
+	stopped := time.Now()
 	for _, id := range followers {
 		c.broker(id).Signal(syscall.SIGSTOP)
 	}
-	stopped := time.Now()
+	// kill(SIGSTOP) returns before the followers have stopped: a
+	// follower could still fetch the record below and, once the other left
+	// the ISR, complete the write with an ISR of two.
+	for _, id := range followers {
+		waitStopped(t, c.broker(id), 5*time.Second)
+	}
+	t.Logf("followers %v stopped %v after SIGSTOP", followers, time.Since(stopped).Round(time.Microsecond))
 	// Sent with a full ISR, appended, then waiting for followers that do
 	// not fetch: the ISR shrink ends the wait.
 	type result struct {
@@ -223,4 +234,43 @@ func TestReplicationNotEnoughReplicas(t *testing.T) {
 	if end := c.waitInSyncEverywhere(20*time.Second, topic, p); end != 10 {
 		t.Errorf("every replica ends at %d, want 10 records", end)
 	}
+}
+
+// waitStopped waits until every thread of broker b's process is stopped
+// (state T in /proc). kill(SIGSTOP) only queues the signal: the process
+// stops once one of its threads has run to take it, and until then its
+// other threads go on (on a loaded machine, long enough for a follower to
+// fetch again). Tests that need a broker to do nothing from some point on
+// wait for this after sending SIGSTOP.
+func waitStopped(t testing.TB, b *Broker, within time.Duration) {
+	t.Helper()
+	p := b.current()
+	if p == nil {
+		t.Fatal("waitStopped: broker not started")
+	}
+	pid := p.cmd.Process.Pid
+	checkFor(t, within, time.Millisecond, func() error {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return err
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // the thread exited
+			}
+			if err != nil {
+				return err
+			}
+			// "tid (comm) state ...": comm may hold spaces and ')'.
+			i := bytes.LastIndexByte(stat, ')')
+			if i < 0 || i+2 >= len(stat) {
+				return fmt.Errorf("pid %d thread %s: unexpected stat %q", pid, task.Name(), stat)
+			}
+			if state := stat[i+2]; state != 'T' {
+				return fmt.Errorf("pid %d thread %s is in state %c, not stopped yet", pid, task.Name(), state)
+			}
+		}
+		return nil
+	})
 }

@@ -25,10 +25,13 @@ func TestReplicationPipelinedProduce(t *testing.T) {
 	followers := otherThan(3, leader)
 	rc := dialRaw(t, c.broker(leader).Addr())
 
+	stopped := time.Now()
 	for _, id := range followers {
 		c.broker(id).Signal(syscall.SIGSTOP)
 	}
-	stopped := time.Now()
+	for _, id := range followers {
+		waitStopped(t, c.broker(id), 5*time.Second) // or they could still copy the first request
+	}
 	resumed := false
 	resume := func() {
 		if !resumed {

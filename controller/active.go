@@ -12,19 +12,18 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/controller/zk"
-	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // controllerWriteTimeout bounds one round of controller writes to
 // ZooKeeper and of pushing a view.
 const controllerWriteTimeout = 15 * time.Second
 
-// active is the controller while this broker holds /controller at epoch.
-// It keeps the authoritative cluster view, writes every change to
-// ZooKeeper fenced on its controller epoch, and sends every live broker
-// the new view.
+// active is the controller core: every cluster decision, made while this
+// broker is the controller at epoch. It keeps the authoritative cluster
+// view, writes every change to its store (ZooKeeper, or the embedded
+// node's local file) fenced on its controller epoch, and sends every live
+// broker the new view.
 type active struct {
 	c              *Cluster
 	epoch          int32
@@ -51,14 +50,14 @@ type active struct {
 	deleted map[[16]byte]*zk.DeletedTopic
 }
 
-// startActive loads the cluster from ZooKeeper, elects leaders where the
+// startActive loads the cluster from the store, elects leaders where the
 // live brokers require it and publishes the view.
-func startActive(parent context.Context, c *Cluster, epoch, epochZkVersion int32) (*active, error) {
+func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVersion int32) (*active, error) {
 	ctx, cancel := context.WithCancel(parent)
 	a := &active{c: c, epoch: epoch, epochZkVersion: epochZkVersion, ctx: ctx, cancel: cancel,
 		zkVersions: map[zk.TopicPartition]int32{}, senders: map[int32]*viewSender{}, shuttingDown: map[int32]bool{}, brokerEpochs: map[int32]int64{},
 		deleted: map[[16]byte]*zk.DeletedTopic{}}
-	lctx, lcancel := context.WithTimeout(ctx, controllerWriteTimeout)
+	lctx, lcancel := context.WithTimeout(loadCtx, controllerWriteTimeout)
 	defer lcancel()
 	md, err := a.load(lctx)
 	if err != nil {
@@ -189,74 +188,6 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		return nil, err
 	}
 	return md, nil
-}
-
-// loadDeleted reads the deleted topics not yet confirmed by every replica
-// into md and a.deleted, and finishes a deletion a previous controller
-// began (its tombstone written, the topic's znodes not all removed).
-func (a *active) loadDeleted(ctx context.Context, md *Metadata) error {
-	deleted, err := a.c.store.DeletedTopics(ctx)
-	if err != nil {
-		return err
-	}
-	for _, d := range deleted {
-		if t := md.Topics[d.Topic]; t != nil && t.ID == [16]byte(d.ID) {
-			a.c.logger.Info("finishing the deletion of a topic", "topic", d.Topic)
-			if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, d.Topic, nil); err != nil && !errors.Is(err, zk.ErrTopicNotFound) {
-				return a.storeErr(err)
-			}
-			delete(md.Topics, d.Topic)
-			for tp := range a.zkVersions {
-				if tp.Topic == d.Topic {
-					delete(a.zkVersions, tp)
-				}
-			}
-		}
-		a.deleted[[16]byte(d.ID)] = &d
-		md.markDeleted([16]byte(d.ID))
-	}
-	return nil
-}
-
-// confirmDeletedLocked records that broker keeps no replica of the deleted
-// topics ids (it acknowledged a view naming them, or is this controller
-// and checked): a deleted topic no replica is pending for is forgotten.
-func (a *active) confirmDeletedLocked(broker int32, ids [][16]byte) {
-	for _, id := range ids {
-		d := a.deleted[id]
-		if d == nil || !slices.Contains(d.Pending, broker) {
-			continue
-		}
-		next := *d
-		next.Pending = slices.DeleteFunc(slices.Clone(d.Pending), func(b int32) bool { return b == broker })
-		ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
-		err := a.c.store.SetDeletedTopic(ctx, a.epochZkVersion, next)
-		cancel()
-		if err != nil {
-			a.c.logger.Warn("recording a confirmed topic deletion failed; retried with the next view", "topic", d.Topic, "broker", broker, "err", err)
-			continue
-		}
-		if len(next.Pending) == 0 {
-			a.c.logger.Info("every replica of the deleted topic is gone", "topic", d.Topic, "topic_id", zk.TopicID(id).String())
-			delete(a.deleted, id)
-			continue
-		}
-		*d = next
-	}
-}
-
-// viewAcked is told by a view sender that broker applied a view naming the
-// deleted topics ids and keeps no replica of them.
-func (a *active) viewAcked(broker int32, ids [][16]byte) {
-	if len(ids) == 0 {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ctx.Err() != nil {
-		return
-	}
-	a.confirmDeletedLocked(broker, ids)
 }
 
 func brokerInfos(brokers []zk.BrokerInfo) []BrokerInfo {
@@ -392,7 +323,7 @@ func (a *active) publishLocked(next *Metadata) {
 	}
 	// This broker applies the view directly, before the change's caller
 	// is answered.
-	if err := a.c.ApplyUpdate(a.epoch, next); err != nil {
+	if err := a.c.applyView(a.epoch, next); err != nil {
 		a.c.logger.Error("applying own view failed", "err", err)
 		return
 	}
@@ -527,42 +458,6 @@ func (a *active) storeErr(err error) error {
 	return err
 }
 
-func (a *active) deleteTopic(name string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, ok := a.md.Topics[name]
-	if !ok {
-		return fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
-	}
-	// Every replica must confirm its data is gone; until then the topic
-	// id goes in every view (also to brokers that are down now).
-	tombstone := zk.DeletedTopic{ID: zk.TopicID(t.ID), Topic: name}
-	for _, ps := range t.Partitions {
-		for _, id := range ps.Replicas {
-			if !slices.Contains(tombstone.Pending, id) {
-				tombstone.Pending = append(tombstone.Pending, id)
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
-	defer cancel()
-	if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, name, &tombstone); err != nil {
-		return a.storeErr(err)
-	}
-	next := a.md.clone()
-	next.markDeleted(next.Topics[name].ID)
-	delete(next.Topics, name)
-	a.deleted[tombstone.ID] = &tombstone
-	for tp := range a.zkVersions {
-		if tp.Topic == name {
-			delete(a.zkVersions, tp)
-		}
-	}
-	a.publishLocked(next)
-	a.c.logger.Info("deleted topic", "topic", name)
-	return nil
-}
-
 func (a *active) createPartitions(name string, total int32, assignment [][]int32, validateOnly bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -628,306 +523,4 @@ func (a *active) updateTopicConfigs(name string, change func(map[string]string) 
 	// partition back at once.
 	a.md = next
 	return a.electAndPublishLocked(ctx)
-}
-
-// viewSender delivers the newest view to one broker, retrying until it is
-// acknowledged or a newer view replaces it.
-type viewSender struct {
-	a      *active
-	id     int32
-	addr   string
-	conn   *kafkaconn.Conn
-	wake   chan struct{}
-	done   chan struct{}
-	mu     sync.Mutex // guards latest and latestDeleted
-	latest *kmsg.UpdateMetadataRequest
-	// latestDeleted are the deleted topic ids latest names: an
-	// acknowledgement confirms the broker keeps no replica of them.
-	latestDeleted [][16]byte
-}
-
-func newViewSender(a *active, id int32, addr string) *viewSender {
-	s := &viewSender{a: a, id: id, addr: addr, conn: kafkaconn.New(addr, "kbroker-controller-"+strconv.Itoa(int(a.c.cfg.Self.ID))),
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	a.wg.Add(1)
-	go s.run()
-	return s
-}
-
-func (s *viewSender) send(req *kmsg.UpdateMetadataRequest, deleted [][16]byte) {
-	s.mu.Lock()
-	s.latest, s.latestDeleted = req, deleted
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (s *viewSender) close() {
-	select {
-	case <-s.done:
-	default:
-		close(s.done)
-	}
-}
-
-func (s *viewSender) run() {
-	defer s.a.wg.Done()
-	defer s.conn.Close()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-s.a.ctx.Done():
-			return
-		case <-s.wake:
-		}
-		for {
-			s.mu.Lock()
-			req, deleted := s.latest, s.latestDeleted
-			s.mu.Unlock()
-			if req == nil {
-				break
-			}
-			ctx, cancel := context.WithTimeout(s.a.ctx, 5*time.Second)
-			resp, err := s.conn.Request(ctx, req)
-			cancel()
-			if err == nil {
-				if code := resp.(*kmsg.UpdateMetadataResponse).ErrorCode; code != 0 {
-					err = kerr.ErrorForCode(code)
-				}
-			}
-			if err == nil {
-				s.mu.Lock()
-				if s.latest == req {
-					s.latest = nil
-				}
-				s.mu.Unlock()
-				s.a.viewAcked(s.id, deleted)
-				continue
-			}
-			if errors.Is(err, kerr.StaleControllerEpoch) {
-				s.a.c.logger.Warn("broker refused the view: a newer controller exists", "broker", s.id)
-				return
-			}
-			select {
-			case <-s.done:
-				return
-			case <-s.a.ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-}
-
-// alterISR changes a partition's ISR at its leader's request (Kafka's
-// AlterPartition): only the current leader, at the current leader epoch and
-// partition epoch, may change it; the leader stays in it; a replica joins
-// only if it is assigned and alive. A request naming a topic id (every
-// kbroker leader's does) applies only to that incarnation of the topic: the
-// leader of a deleted topic cannot change the ISR of a new topic of the
-// same name, whose epochs start over.
-func (a *active) alterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t := a.md.Topics[topic]
-	if topicID != ([16]byte{}) {
-		byID, ok := a.md.TopicByID(topicID)
-		if !ok || (topic != "" && byID.Name != topic) {
-			return PartitionState{}, fmt.Errorf("%w: no topic with id %x", kerr.UnknownTopicID, topicID)
-		}
-		t, topic = byID, byID.Name
-	}
-	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
-		return PartitionState{}, kerr.UnknownTopicOrPartition
-	}
-	cur := t.Partitions[partition]
-	tp := zk.TopicPartition{Topic: topic, Partition: partition}
-	switch {
-	case cur.Leader != leader:
-		return cur, fmt.Errorf("%w: broker %d does not lead %s (leader %d)", kerr.NotLeaderForPartition, leader, tp, cur.Leader)
-	case leaderEpoch < cur.LeaderEpoch:
-		return cur, fmt.Errorf("%w: %s at leader epoch %d, request at %d", kerr.FencedLeaderEpoch, tp, cur.LeaderEpoch, leaderEpoch)
-	case leaderEpoch > cur.LeaderEpoch:
-		return cur, fmt.Errorf("%w: %s at leader epoch %d, request at %d", kerr.UnknownLeaderEpoch, tp, cur.LeaderEpoch, leaderEpoch)
-	case partitionEpoch != a.zkVersions[tp]:
-		return cur, fmt.Errorf("%w: %s at partition epoch %d, request at %d", kerr.InvalidUpdateVersion, tp, a.zkVersions[tp], partitionEpoch)
-	case !slices.Contains(isr, leader):
-		return cur, fmt.Errorf("%w: the new ISR of %s leaves out its leader", kerr.InvalidRequest, tp)
-	}
-	// A broker in controlled shutdown is not eligible either (KIP-841):
-	// its followers still fetch until it exits, and leaders must not
-	// take it back into the ISR the shutdown just took it out of.
-	_, eligible := a.liveAndEligibleLocked()
-	for _, id := range isr {
-		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !eligible(id)) {
-			return cur, fmt.Errorf("%w: replica %d may not join the ISR of %s", kerr.IneligibleReplica, id, tp)
-		}
-	}
-	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
-	defer cancel()
-	next := a.md.clone()
-	np := &next.Topics[topic].Partitions[partition]
-	np.ISR = slices.Clone(isr)
-	if err := a.writeStatesLocked(ctx, next, []zk.PartitionUpdate{a.stateUpdateLocked(tp, *np)}); err != nil {
-		return cur, err
-	}
-	a.publishLocked(next)
-	a.c.logger.Info("ISR changed", "partition", tp.String(), "isr", cur.ISR, "new_isr", np.ISR)
-	return next.Topics[topic].Partitions[partition], nil
-}
-
-// controlledShutdown moves leadership off a broker that is stopping (Kafka's
-// ControlledShutdown): every partition it leads gets a new leader from the
-// rest of its ISR, and it leaves the ISR of partitions it follows, so
-// clients see NOT_LEADER_OR_FOLLOWER and move on instead of timing out. It
-// returns how many partitions it still leads (no other ISR member).
-func (a *active) controlledShutdown(id int32) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.shuttingDown[id] = true
-	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
-	defer cancel()
-	next := a.md.clone()
-	var updates []zk.PartitionUpdate
-	for _, t := range next.Topics {
-		for p := range t.Partitions {
-			ps := &t.Partitions[p]
-			if !slices.Contains(ps.ISR, id) || len(ps.ISR) == 1 {
-				continue
-			}
-			if ps.Leader == id {
-				newLeader := int32(-1)
-				for _, r := range ps.Replicas {
-					if r != id && slices.Contains(ps.ISR, r) && !a.shuttingDown[r] {
-						newLeader = r
-						break
-					}
-				}
-				if newLeader < 0 {
-					continue
-				}
-				ps.Leader = newLeader
-				ps.LeaderEpoch++
-			}
-			ps.ISR = slices.DeleteFunc(slices.Clone(ps.ISR), func(r int32) bool { return r == id })
-			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
-			updates = append(updates, a.stateUpdateLocked(tp, *ps))
-		}
-	}
-	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
-		return -1, err
-	}
-	a.publishLocked(next)
-	remaining := 0
-	for _, t := range next.Topics {
-		for _, ps := range t.Partitions {
-			if ps.Leader == id {
-				remaining++
-			}
-		}
-	}
-	a.c.logger.Info("controlled shutdown", "broker", id, "moved", len(updates), "still_leading", remaining)
-	return remaining, nil
-}
-
-// ElectionResult is the outcome of a leader election for one partition.
-type ElectionResult struct {
-	Topic     string
-	Partition int32
-	Err       error // nil when elected
-}
-
-// electLeaders runs preferred (or, for offline partitions, unclean)
-// elections, as Kafka's ElectLeaders: preferred moves leadership to the
-// first assigned replica when it is alive and in the ISR. partitions nil
-// means every partition; then partitions needing no change are left out of
-// the results.
-func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([]ElectionResult, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	all := partitions == nil
-	if all {
-		for _, t := range a.md.Topics {
-			for p := range t.Partitions {
-				partitions = append(partitions, zk.TopicPartition{Topic: t.Name, Partition: int32(p)})
-			}
-		}
-	}
-	_, eligible := a.liveAndEligibleLocked()
-	next := a.md.clone()
-	var results []ElectionResult
-	var updates []zk.PartitionUpdate
-	for _, tp := range partitions {
-		res := ElectionResult{Topic: tp.Topic, Partition: tp.Partition}
-		t := next.Topics[tp.Topic]
-		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
-			res.Err = kerr.UnknownTopicOrPartition
-			results = append(results, res)
-			continue
-		}
-		ps := &t.Partitions[tp.Partition]
-		if preferred {
-			want := ps.Replicas[0]
-			switch {
-			case ps.Leader == want:
-				res.Err = kerr.ElectionNotNeeded
-			case !eligible(want) || !slices.Contains(ps.ISR, want):
-				res.Err = kerr.PreferredLeaderNotAvailable
-			default:
-				ps.Leader = want
-				ps.LeaderEpoch++
-			}
-		} else {
-			if ps.Leader >= 0 && eligible(ps.Leader) {
-				res.Err = kerr.ElectionNotNeeded
-			} else if elected, changed := electLeader(*ps, eligible, eligible, true); changed && elected.Leader >= 0 {
-				if !slices.Contains(ps.ISR, elected.Leader) {
-					a.c.UncleanElections.Add(1)
-					a.c.logger.Warn("unclean leader election: records the new leader lacks are lost",
-						"topic", tp.Topic, "partition", tp.Partition, "new_leader", elected.Leader, "old_isr", ps.ISR)
-				}
-				*ps = elected
-			} else {
-				res.Err = kerr.EligibleLeadersNotAvailable
-			}
-		}
-		if res.Err == nil {
-			updates = append(updates, a.stateUpdateLocked(tp, *ps))
-		}
-		if !all || res.Err == nil {
-			results = append(results, res)
-		}
-	}
-	if len(updates) == 0 {
-		return results, nil
-	}
-	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
-	defer cancel()
-	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
-		return nil, err
-	}
-	a.publishLocked(next)
-	a.c.logger.Info("leader election", "preferred", preferred, "moved", len(updates))
-	return results, nil
-}
-
-// rebalanceLeaders periodically moves leadership back to preferred
-// replicas (auto.leader.rebalance.enable).
-func (a *active) rebalanceLeaders(every time.Duration) {
-	defer a.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-t.C:
-			if _, err := a.electLeaders(true, nil); err != nil && a.ctx.Err() == nil {
-				a.c.logger.Warn("preferred leader election failed", "err", err)
-			}
-		}
-	}
 }

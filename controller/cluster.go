@@ -43,7 +43,12 @@ type ClusterConfig struct {
 type Cluster struct {
 	cfg    ClusterConfig
 	logger *slog.Logger
-	store  *zk.Store
+	store  metadataStore
+	// members is ZooKeeper membership; nil on the embedded single node,
+	// which is always its own controller.
+	members membership
+	// embedded: the embedded single node (NewEmbedded).
+	embedded bool
 
 	view atomic.Pointer[Metadata]
 
@@ -78,7 +83,7 @@ func NewCluster(ctx context.Context, cfg ClusterConfig, logger *slog.Logger) (*C
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, logger: logger, store: store, seenEpoch: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &Cluster{cfg: cfg, logger: logger, store: store, members: store, seenEpoch: -1, stop: make(chan struct{}), done: make(chan struct{})}
 	clusterID, err := store.ClusterID(ctx, "")
 	if err != nil {
 		store.Close()
@@ -88,16 +93,56 @@ func NewCluster(ctx context.Context, cfg ClusterConfig, logger *slog.Logger) (*C
 	return c, nil
 }
 
+// embeddedControllerEpoch is the controller epoch of the embedded single
+// node: it is the only controller there will ever be.
+const embeddedControllerEpoch = 1
+
+// NewEmbedded starts the embedded single node's control plane: the same
+// controller core as a cluster's, over a local file in dir, with cfg.Self
+// the only broker and always the controller. It is the controller when it
+// returns, and its view holds every topic.
+func NewEmbedded(dir string, cfg ClusterConfig, logger *slog.Logger) (*Cluster, error) {
+	store, err := openLocalStore(dir, cfg.Self)
+	if err != nil {
+		return nil, err
+	}
+	cfg.AutoLeaderRebalance = false // one broker: nothing to rebalance
+	c := &Cluster{cfg: cfg, logger: logger, store: store, embedded: true, seenEpoch: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	clusterID, err := store.ClusterID(context.Background(), "")
+	if err != nil {
+		return nil, err
+	}
+	c.view.Store(&Metadata{ClusterID: clusterID, ControllerID: cfg.Self.ID, Brokers: []BrokerInfo{cfg.Self}, Topics: map[string]*Topic{}})
+	ctx, cancel := context.WithTimeout(context.Background(), controllerWriteTimeout)
+	defer cancel()
+	a, err := startActive(context.Background(), ctx, c, embeddedControllerEpoch, 0)
+	if err != nil {
+		return nil, err
+	}
+	c.active = a
+	return c, nil
+}
+
 // Subscribe registers fn for every new view, in order. Call before Start.
 func (c *Cluster) Subscribe(fn func(*Metadata)) { c.subscribers = append(c.subscribers, fn) }
 
 // Metadata is the latest cluster view this broker was sent.
 func (c *Cluster) Metadata() *Metadata { return c.view.Load() }
 
-// ApplyUpdate installs a view sent by the controller of controllerEpoch.
-// A view from an older controller is refused with STALE_CONTROLLER_EPOCH,
-// so a deposed controller can change nothing.
+// ApplyUpdate installs a view sent by the controller of controllerEpoch
+// (UpdateMetadata). A view from an older controller is refused with
+// STALE_CONTROLLER_EPOCH, so a deposed controller can change nothing. The
+// embedded single node is its own controller and takes no view from
+// outside: INVALID_REQUEST.
 func (c *Cluster) ApplyUpdate(controllerEpoch int32, md *Metadata) error {
+	if c.embedded {
+		return fmt.Errorf("%w: an embedded single node is its own controller", kerr.InvalidRequest)
+	}
+	return c.applyView(controllerEpoch, md)
+}
+
+// applyView installs a view unless an older one (see ApplyUpdate).
+func (c *Cluster) applyView(controllerEpoch int32, md *Metadata) error {
 	c.viewMu.Lock()
 	defer c.viewMu.Unlock()
 	if controllerEpoch < c.seenEpoch {
@@ -121,6 +166,9 @@ func (c *Cluster) ApplyUpdate(controllerEpoch int32, md *Metadata) error {
 // background, re-registering after a session expiry, until Close. Call it
 // once the broker listens: the controller connects to it.
 func (c *Cluster) Start(ctx context.Context) error {
+	if c.members == nil {
+		return nil // embedded: the controller since NewEmbedded
+	}
 	if err := c.register(ctx); err != nil {
 		return err
 	}
@@ -136,7 +184,7 @@ func (c *Cluster) register(ctx context.Context) error {
 		Rack:      c.cfg.Self.Rack,
 		JMXPort:   -1,
 	}
-	if _, err := c.store.RegisterBroker(ctx, info); err != nil {
+	if _, err := c.members.RegisterBroker(ctx, info); err != nil {
 		return err
 	}
 	return nil
@@ -148,7 +196,7 @@ func (c *Cluster) run() {
 	defer close(c.done)
 	for {
 		ctx, cancel := context.WithCancel(context.Background())
-		expired := c.store.SessionExpired()
+		expired := c.members.SessionExpired()
 		go func() {
 			select {
 			case <-expired:
@@ -170,7 +218,7 @@ func (c *Cluster) run() {
 		// The session expired: wait for a new one, then register again.
 		for {
 			rctx, rcancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout+c.cfg.ConnectionTimeout)
-			_, err := c.store.Reconnect(rctx)
+			_, err := c.members.Reconnect(rctx)
 			if err == nil {
 				err = c.register(rctx)
 			}
@@ -192,7 +240,7 @@ func (c *Cluster) run() {
 // campaign tries to become controller whenever /controller is empty, and
 // serves as controller while it is, until ctx ends.
 func (c *Cluster) campaign(ctx context.Context) {
-	watch, err := c.store.WatchController(ctx)
+	watch, err := c.members.WatchController(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.logger.Error("watching the controller failed", "err", err)
@@ -221,7 +269,7 @@ func (c *Cluster) campaign(ctx context.Context) {
 // leaves /controller empty (no watch event would come to try again).
 func (c *Cluster) elect(ctx context.Context) {
 	for {
-		won, epoch, zkVersion, err := c.store.ElectController(ctx, c.cfg.Self.ID)
+		won, epoch, zkVersion, err := c.members.ElectController(ctx, c.cfg.Self.ID)
 		if err == nil {
 			if won {
 				c.becomeActive(ctx, epoch, zkVersion)
@@ -247,12 +295,12 @@ func (c *Cluster) becomeActive(ctx context.Context, epoch, epochZkVersion int32)
 	if c.active != nil {
 		return
 	}
-	a, err := startActive(ctx, c, epoch, epochZkVersion)
+	a, err := startActive(ctx, ctx, c, epoch, epochZkVersion)
 	if err != nil {
 		c.logger.Error("taking over as controller failed; resigning", "controller_epoch", epoch, "err", err)
 		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout)
 		defer cancel()
-		if err := c.store.ResignController(rctx, epochZkVersion); err != nil {
+		if err := c.members.ResignController(rctx, epochZkVersion); err != nil {
 			c.logger.Warn("resigning failed", "err", err)
 		}
 		return
@@ -271,6 +319,9 @@ func (c *Cluster) resign() {
 		c.logger.Info("no longer controller", "controller_epoch", a.epoch)
 	}
 }
+
+// UncleanElectionCount is UncleanElections' value.
+func (c *Cluster) UncleanElectionCount() int64 { return c.UncleanElections.Load() }
 
 // IsController reports whether this broker is the active controller.
 func (c *Cluster) IsController() bool {
@@ -330,8 +381,20 @@ func (c *Cluster) AlterISR(leader int32, topic string, topicID [16]byte, partiti
 }
 
 // ControlledShutdown moves leadership off broker id; only the controller
-// can. It returns the number of partitions id still leads.
+// can. It returns the number of partitions id still leads. A single node
+// has nowhere to move them: it only counts them.
 func (c *Cluster) ControlledShutdown(id int32) (int, error) {
+	if c.embedded {
+		led := 0
+		for _, t := range c.Metadata().Topics {
+			for _, ps := range t.Partitions {
+				if ps.Leader == id {
+					led++
+				}
+			}
+		}
+		return led, nil
+	}
 	var remaining int
 	err := c.withActive(func(a *active) error {
 		var err error
@@ -390,7 +453,9 @@ func (c *Cluster) Close() {
 	}
 	close(c.stop)
 	c.resign()
-	c.store.Close()
+	if c.members != nil {
+		c.members.Close()
+	}
 	if !c.started.Load() {
 		return
 	}

@@ -73,6 +73,10 @@ type Manager struct {
 	// stored are the partition logs found in the log dir at Open that no
 	// view has opened (or deleted) since, with their recorded topic ids.
 	stored map[TopicPartition][16]byte
+	// retiring are partitions whose logs are being closed or deleted;
+	// the channel is closed when that is done. No open of the directory
+	// starts meanwhile.
+	retiring map[TopicPartition]chan struct{}
 }
 
 // Stats returns the replication counters.
@@ -104,6 +108,7 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 	m := &Manager{
 		cfg:           cfg,
 		stored:        stored,
+		retiring:      map[TopicPartition]chan struct{}{},
 		logger:        logger,
 		sendFiles:     sendfile.NewBudget(sendfileMaxDescriptors),
 		cleanShutdown: clean,
@@ -159,21 +164,50 @@ func (m *Manager) Replicas() []Replica {
 // it: it is stopped and its data deleted first, so not one of its records
 // is served or copied under the new topic.
 func (m *Manager) open(tp TopicPartition, topicID [16]byte, cfg PartitionConfig) (*Partition, error) {
-	m.mu.Lock()
-	old, ok := m.partitions[tp]
-	if ok && old.topicID != topicID && old.topicID != ([16]byte{}) && topicID != ([16]byte{}) {
-		delete(m.partitions, tp)
-		delete(m.hwAtStart, tp)
-		m.mu.Unlock()
-		old.logger.Warn("replica belongs to an earlier topic of the same name: deleting it",
-			"old_topic_id", topicIDString(old.topicID), "topic_id", topicIDString(topicID))
-		if err := m.retire(old, true); err != nil {
-			return nil, err
-		}
+	for {
 		m.mu.Lock()
+		if done, ok := m.retiring[tp]; ok {
+			// Its log is being closed or deleted: opening the directory
+			// now would map files being cut.
+			m.mu.Unlock()
+			<-done
+			continue
+		}
+		old, ok := m.partitions[tp]
+		if ok && old.topicID != topicID && old.topicID != ([16]byte{}) && topicID != ([16]byte{}) {
+			delete(m.hwAtStart, tp)
+			done := m.startRetiringLocked(tp)
+			m.mu.Unlock()
+			old.logger.Warn("replica belongs to an earlier topic of the same name: deleting it",
+				"old_topic_id", topicIDString(old.topicID), "topic_id", topicIDString(topicID))
+			err := m.retire(old, true)
+			m.doneRetiring(tp, done)
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		p, err := m.openLocked(tp, topicID, cfg)
+		m.mu.Unlock()
+		return p, err
 	}
-	defer m.mu.Unlock()
-	return m.openLocked(tp, topicID, cfg)
+}
+
+// startRetiringLocked takes tp out of the hosted partitions and marks it
+// as being closed, so no open of its directory starts until doneRetiring.
+func (m *Manager) startRetiringLocked(tp TopicPartition) chan struct{} {
+	delete(m.partitions, tp)
+	done := make(chan struct{})
+	m.retiring[tp] = done
+	return done
+}
+
+// doneRetiring ends what startRetiringLocked began.
+func (m *Manager) doneRetiring(tp TopicPartition, done chan struct{}) {
+	m.mu.Lock()
+	delete(m.retiring, tp)
+	m.mu.Unlock()
+	close(done)
 }
 
 // openLocked opens (or creates) a partition's log and rebuilds its producer
@@ -308,20 +342,32 @@ func (m *Manager) StopLeading(tp TopicPartition) {
 // also when tp was only stored (not open).
 func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 	m.mu.Lock()
+	for {
+		done, busy := m.retiring[tp]
+		if !busy {
+			break
+		}
+		m.mu.Unlock()
+		<-done
+		m.mu.Lock()
+	}
 	p, ok := m.partitions[tp]
 	_, stored := m.stored[tp]
-	delete(m.partitions, tp)
 	if deleteData {
 		delete(m.stored, tp)
 		delete(m.hwAtStart, tp)
 	}
+	if !ok && !(stored && deleteData) {
+		m.mu.Unlock()
+		return nil
+	}
+	done := m.startRetiringLocked(tp)
 	m.mu.Unlock()
+	defer m.doneRetiring(tp, done)
 	if !ok {
-		if stored && deleteData {
-			m.logger.Info("deleting stored log of a deleted topic", "partition", tp.String())
-			if err := os.RemoveAll(m.PartitionDir(tp)); err != nil {
-				return fmt.Errorf("delete stored log of %s: %w", tp, err)
-			}
+		m.logger.Info("deleting stored log of a deleted topic", "partition", tp.String())
+		if err := os.RemoveAll(m.PartitionDir(tp)); err != nil {
+			return fmt.Errorf("delete stored log of %s: %w", tp, err)
 		}
 		return nil
 	}

@@ -30,17 +30,13 @@ func init() { registerAPI(kmsg.UpdateMetadata.Int16(), 0, 8, handleUpdateMetadat
 func handleUpdateMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.UpdateMetadataRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
-	if b.cluster == nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp, nil
-	}
 	md, err := controller.DecodeUpdateMetadata(req)
 	if err != nil {
 		b.logger.Warn("refusing a malformed UpdateMetadata", "controller", req.ControllerID, "err", err)
 		resp.ErrorCode = protocol.ErrorCode(fmt.Errorf("%w: %v", kerr.InvalidRequest, err))
 		return resp, nil
 	}
-	if err := b.cluster.ApplyUpdate(req.ControllerEpoch, md); err != nil {
+	if err := b.controller.ApplyUpdate(req.ControllerEpoch, md); err != nil {
 		resp.ErrorCode = protocol.ErrorCode(err)
 		return resp, nil
 	}

@@ -22,11 +22,7 @@ func init() { registerAPI(kmsg.ControlledShutdown.Int16(), 0, 3, handleControlle
 func handleControlledShutdown(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ControlledShutdownRequest)
 	resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
-	if b.cluster == nil {
-		resp.ErrorCode = kerr.NotController.Code
-		return resp, nil
-	}
-	remaining, err := b.cluster.ControlledShutdown(req.BrokerID)
+	remaining, err := b.controller.ControlledShutdown(req.BrokerID)
 	if err != nil {
 		resp.ErrorCode = protocol.ErrorCode(err)
 		return resp, nil
@@ -75,8 +71,8 @@ func (b *Broker) controlledShutdown() {
 }
 
 func (b *Broker) requestControlledShutdown(ctx context.Context) (int, error) {
-	if b.cluster.IsController() {
-		return b.cluster.ControlledShutdown(b.self.ID)
+	if b.controller.IsController() {
+		return b.controller.ControlledShutdown(b.self.ID)
 	}
 	conn, _, err := b.controllerConn()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/protocol"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -38,28 +37,14 @@ func handleElectLeaders(_ context.Context, b *Broker, _ *requestContext, kreq km
 			}
 		}
 	}
+	res, err := b.controller.ElectLeaders(preferred, partitions)
+	if err != nil {
+		resp.ErrorCode = protocol.ErrorCode(err)
+		return resp, nil
+	}
 	var results []electionOutcome
-	if b.cluster == nil {
-		md := b.controller.Metadata()
-		if partitions == nil {
-			partitions = []controller.TopicPartition{}
-		}
-		for _, tp := range partitions {
-			err := kerr.ElectionNotNeeded
-			if t := md.Topics[tp.Topic]; t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
-				err = kerr.UnknownTopicOrPartition
-			}
-			results = append(results, electionOutcome{tp.Topic, tp.Partition, err})
-		}
-	} else {
-		res, err := b.cluster.ElectLeaders(preferred, partitions)
-		if err != nil {
-			resp.ErrorCode = protocol.ErrorCode(err)
-			return resp, nil
-		}
-		for _, r := range res {
-			results = append(results, electionOutcome{r.Topic, r.Partition, r.Err})
-		}
+	for _, r := range res {
+		results = append(results, electionOutcome{r.Topic, r.Partition, r.Err})
 	}
 	byTopic := map[string]int{}
 	for _, r := range results {

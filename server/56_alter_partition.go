@@ -32,7 +32,7 @@ func init() { registerAPI(kmsg.AlterPartition.Int16(), 0, 2, handleAlterPartitio
 func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterPartitionRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
-	if b.cluster == nil || !b.cluster.IsController() {
+	if !b.controller.IsController() {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil
 	}
@@ -42,7 +42,7 @@ func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq 
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterPartitionResponseTopicPartition()
 			sp.Partition = rp.Partition
-			ps, err := b.cluster.AlterISR(req.BrokerID, rt.Topic, rt.TopicID, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
+			ps, err := b.controller.AlterISR(req.BrokerID, rt.Topic, rt.TopicID, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 			}
@@ -62,8 +62,8 @@ type isrWriter struct {
 
 func (w *isrWriter) AlterISR(ctx context.Context, tp replica.TopicPartition, topicID [16]byte, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
 	b := w.b
-	if b.cluster.IsController() {
-		ps, err := b.cluster.AlterISR(b.self.ID, tp.Topic, topicID, tp.Partition, leaderEpoch, partitionEpoch, isr)
+	if b.controller.IsController() {
+		ps, err := b.controller.AlterISR(b.self.ID, tp.Topic, topicID, tp.Partition, leaderEpoch, partitionEpoch, isr)
 		if err != nil {
 			return nil, 0, err
 		}

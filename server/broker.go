@@ -28,7 +28,6 @@ type Broker struct {
 	self       controller.BrokerInfo
 	replicas   *replica.Manager
 	controller controlPlane
-	cluster    *controller.Cluster // nil in embedded mode
 	groups     *coordinator.Coordinator
 	fetches    *fetchSessions
 
@@ -119,33 +118,33 @@ func (b *Broker) Run(ctx context.Context) error {
 		return err
 	}
 	mode := "embedded single node"
+	ccfg := controller.ClusterConfig{
+		Self:                b.self,
+		ZookeeperConnect:    b.cfg.ZookeeperConnect,
+		SessionTimeout:      b.cfg.ZookeeperSessionTimeout,
+		ConnectionTimeout:   b.cfg.ZookeeperConnectionTimeout,
+		UncleanDefault:      b.cfg.UncleanLeaderElectionEnable,
+		AutoLeaderRebalance: b.cfg.AutoLeaderRebalanceEnable,
+		HoldsDeleted:        b.holdsDeleted,
+		OnSessionLost: func() {
+			b.logger.Warn("ZooKeeper session lost: serving no partition as leader until the controller's next view")
+			for _, p := range b.replicas.All() {
+				if !p.State().IsLeader {
+					continue
+				}
+				if tp := p.TopicPartition(); tp.Topic == offsetsTopic {
+					b.groups.Resign(tp.Partition)
+				}
+				b.replicas.StopLeading(p.TopicPartition())
+			}
+		},
+		LeaderImbalanceCheck: b.cfg.LeaderImbalanceCheck,
+	}
 	if b.cfg.ZookeeperConnect == "" {
-		b.controller, err = controller.NewLocal(logDir, b.self, b.logger.With("component", "controller"))
+		b.controller, err = controller.NewEmbedded(logDir, ccfg, b.logger.With("component", "controller"))
 	} else {
 		mode = "zookeeper cluster"
-		b.cluster, err = controller.NewCluster(ctx, controller.ClusterConfig{
-			Self:                b.self,
-			ZookeeperConnect:    b.cfg.ZookeeperConnect,
-			SessionTimeout:      b.cfg.ZookeeperSessionTimeout,
-			ConnectionTimeout:   b.cfg.ZookeeperConnectionTimeout,
-			UncleanDefault:      b.cfg.UncleanLeaderElectionEnable,
-			AutoLeaderRebalance: b.cfg.AutoLeaderRebalanceEnable,
-			HoldsDeleted:        b.holdsDeleted,
-			OnSessionLost: func() {
-				b.logger.Warn("ZooKeeper session lost: serving no partition as leader until the controller's next view")
-				for _, p := range b.replicas.All() {
-					if !p.State().IsLeader {
-						continue
-					}
-					if tp := p.TopicPartition(); tp.Topic == offsetsTopic {
-						b.groups.Resign(tp.Partition)
-					}
-					b.replicas.StopLeading(p.TopicPartition())
-				}
-			},
-			LeaderImbalanceCheck: b.cfg.LeaderImbalanceCheck,
-		}, b.logger.With("component", "controller"))
-		b.controller = b.cluster
+		b.controller, err = controller.NewCluster(ctx, ccfg, b.logger.With("component", "controller"))
 	}
 	if err != nil {
 		b.replicas.Close()
@@ -230,24 +229,20 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.acceptLoop(serveCtx, ln, &wg)
 		}()
 	}
-	if b.cluster != nil {
-		// Register only once listening: the controller connects to us.
-		if err := b.cluster.Start(ctx); err != nil {
-			err = fmt.Errorf("joining the cluster: %w", err)
-			b.logger.Error("cannot join the cluster", "err", err)
-			b.stopServing(listeners, cancelServe, &wg)
-			b.shutdownStorage()
-			return err
-		}
+	// Register only once listening: the controller connects to us.
+	if err := b.controller.Start(ctx); err != nil {
+		err = fmt.Errorf("joining the cluster: %w", err)
+		b.logger.Error("cannot join the cluster", "err", err)
+		b.stopServing(listeners, cancelServe, &wg)
+		b.shutdownStorage()
+		return err
 	}
 
 	var fatalErr error
 	select {
 	case <-ctx.Done():
 		b.logger.Info("shutting down")
-		if b.cluster != nil {
-			b.controlledShutdown()
-		}
+		b.controlledShutdown()
 	case fatalErr = <-b.fatal:
 		// As Kafka halts when its log dirs fail: stop at once; the
 		// other replicas take over, and a restart recovers the logs.
@@ -270,9 +265,7 @@ func (b *Broker) Run(ctx context.Context) error {
 // stopServing leaves the cluster, closes listeners and connections, and
 // waits for every connection and background goroutine to end.
 func (b *Broker) stopServing(listeners []net.Listener, cancelServe context.CancelFunc, wg *sync.WaitGroup) {
-	if b.cluster != nil {
-		b.cluster.Close()
-	}
+	b.controller.Close()
 	for _, ln := range listeners {
 		ln.Close() // no new connections
 	}

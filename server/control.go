@@ -1,23 +1,40 @@
 package server
 
-import "github.com/kbroker/kbroker/controller"
+import (
+	"context"
 
-// controlPlane is what the server needs from the cluster's control plane:
-// the current cluster view and the admin operations only the controller
-// performs. The embedded single node runs the controller in process
-// (*controller.Controller); in a ZooKeeper cluster, a broker that is not the
-// controller answers admin operations with NOT_CONTROLLER.
+	"github.com/kbroker/kbroker/controller"
+)
+
+// controlPlane is everything the server needs from the cluster's control
+// plane: the current cluster view, the admin operations only the controller
+// performs, and the inter-broker operations (views, ISR changes, shutdown,
+// elections). The embedded single node and a ZooKeeper cluster run the same
+// controller core (*controller.Cluster); on a broker that is not the
+// controller the operations answer NOT_CONTROLLER.
 type controlPlane interface {
 	// Metadata is the current, immutable cluster snapshot.
 	Metadata() *controller.Metadata
 	// Subscribe registers fn for every new snapshot, in order.
 	Subscribe(fn func(*controller.Metadata))
+	// Start joins the cluster (once listening); Close leaves it.
+	Start(ctx context.Context) error
+	Close()
+	IsController() bool
+	// UncleanElections counts this broker's unclean elections as
+	// controller.
+	UncleanElectionCount() int64
 
 	CreateTopic(req controller.CreateTopicRequest, validateOnly bool) (*controller.Topic, error)
 	DeleteTopic(name string) error
 	CreatePartitions(name string, total int32, assignment [][]int32, validateOnly bool) error
 	UpdateTopicConfigs(name string, change func(current map[string]string) (map[string]string, error), validateOnly bool) error
 	AllocateProducerID() (int64, error)
+
+	ApplyUpdate(controllerEpoch int32, md *controller.Metadata) error
+	AlterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionState, error)
+	ControlledShutdown(id int32) (int, error)
+	ElectLeaders(preferred bool, partitions []controller.TopicPartition) ([]controller.ElectionResult, error)
 }
 
-var _ controlPlane = (*controller.Controller)(nil)
+var _ controlPlane = (*controller.Cluster)(nil)

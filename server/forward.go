@@ -30,7 +30,7 @@ func (b *Broker) createTopicAnywhere(req controller.CreateTopicRequest) (*contro
 			return t, nil
 		}
 	}
-	if b.cluster == nil || !errors.Is(err, kerr.NotController) {
+	if !errors.Is(err, kerr.NotController) {
 		return t, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)

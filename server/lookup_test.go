@@ -45,9 +45,12 @@ func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.replicas.Close() })
-	if b.controller, err = controller.NewLocal(dir, b.self, logger); err != nil {
+	ctrl, err := controller.NewEmbedded(dir, controller.ClusterConfig{Self: b.self, HoldsDeleted: b.holdsDeleted}, logger)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(ctrl.Close)
+	b.controller = ctrl
 	b.groups = coordinator.New(coordinator.Config{
 		NumPartitions:         cfg.OffsetsTopicNumPartitions,
 		OffsetsRetention:      cfg.OffsetsRetention,

@@ -86,14 +86,11 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(m.isrShrinks, prometheus.CounterValue, float64(stats.ISRShrinks.Load()))
 	ch <- prometheus.MustNewConstMetric(m.isrExpands, prometheus.CounterValue, float64(stats.ISRExpands.Load()))
-	active, unclean := 1.0, 0.0 // the embedded single node is always its controller
-	if b.cluster != nil {
-		active = 0
-		if b.cluster.IsController() {
-			active = 1
-		}
-		unclean = float64(b.cluster.UncleanElections.Load())
+	active := 0.0
+	if b.controller.IsController() {
+		active = 1
 	}
+	unclean := float64(b.controller.UncleanElectionCount())
 	ch <- prometheus.MustNewConstMetric(m.activeCtrl, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(m.unclean, prometheus.CounterValue, unclean)
 }

@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/kbroker/kbroker/controller/zk"
+)
+
+// metadataStore is where the controller core keeps the cluster state:
+// ZooKeeper (*zk.Store, Kafka's znode layout) in a cluster, one local file
+// (localStore) for the embedded single node, so both run the same decisions.
+// Records are the zk package's types, which mirror Kafka's znodes. Every
+// write names the version of the controller epoch its controller won with
+// and fails with zk.ErrControllerMoved once another controller was elected;
+// partition states are written conditionally on their version (Kafka's
+// partition epoch).
+type metadataStore interface {
+	ClusterID(ctx context.Context, proposed string) (string, error)
+	Brokers(ctx context.Context) ([]zk.BrokerInfo, error)
+	// WatchBrokers delivers the live broker ids now and after every
+	// change, until ctx ends.
+	WatchBrokers(ctx context.Context) (<-chan []int32, error)
+
+	Topics(ctx context.Context) ([]string, error)
+	TopicAssignment(ctx context.Context, topic string) (zk.TopicAssignment, error)
+	PartitionStates(ctx context.Context, topic string) (map[int32]zk.PartitionState, error)
+	PartitionState(ctx context.Context, topic string, partition int32) (zk.PartitionState, error)
+	TopicConfig(ctx context.Context, topic string) (map[string]string, error)
+	DeletedTopics(ctx context.Context) ([]zk.DeletedTopic, error)
+
+	CreateTopic(ctx context.Context, epochZkVersion int32, t zk.NewTopic) error
+	CreatePartitionStates(ctx context.Context, epochZkVersion int32, topic string, states map[int32]zk.PartitionState) error
+	SetTopicAssignment(ctx context.Context, epochZkVersion int32, topic string, a zk.TopicAssignment) error
+	SetTopicConfig(ctx context.Context, epochZkVersion int32, topic string, configs map[string]string) error
+	SetPartitionStates(ctx context.Context, epochZkVersion int32, updates ...zk.PartitionUpdate) ([]zk.PartitionUpdateResult, error)
+	DeleteTopic(ctx context.Context, epochZkVersion int32, topic string, tombstone *zk.DeletedTopic) error
+	SetDeletedTopic(ctx context.Context, epochZkVersion int32, d zk.DeletedTopic) error
+	AllocateProducerIDBlock(ctx context.Context, brokerID int32) (zk.ProducerIDBlock, error)
+}
+
+// membership is the part of ZooKeeper only a cluster has: the broker's own
+// registration, the controller election and the session.
+type membership interface {
+	RegisterBroker(ctx context.Context, b zk.BrokerInfo) (int64, error)
+	WatchController(ctx context.Context) (<-chan int32, error)
+	ElectController(ctx context.Context, brokerID int32) (won bool, epoch, epochZkVersion int32, err error)
+	ResignController(ctx context.Context, epochZkVersion int32) error
+	SessionExpired() <-chan struct{}
+	Reconnect(ctx context.Context) (int64, error)
+	Close()
+}
+
+var (
+	_ metadataStore = (*zk.Store)(nil)
+	_ membership    = (*zk.Store)(nil)
+	_ metadataStore = (*localStore)(nil)
+)

@@ -1,6 +1,11 @@
 package controller
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
 
 // electLeader decides a partition's leadership after the set of live
 // brokers changed, as Kafka's controller does on broker failure and
@@ -65,4 +70,75 @@ func electLeader(ps PartitionState, live, eligible func(int32) bool, unclean boo
 	next.Leader, next.ISR = newLeader, newISR
 	next.LeaderEpoch++
 	return next, true
+}
+
+// checkISRChange decides whether a leader's ISR change (Kafka's
+// AlterPartition) may be applied to cur, stored at version: only the
+// current leader, at the current leader epoch and partition epoch, may
+// change it; the leader stays in it; a replica joins only if it is assigned
+// and eligible (live and not in controlled shutdown, KIP-841: its followers
+// still fetch until it exits, and leaders must not take it back into the
+// ISR the shutdown just took it out of).
+func checkISRChange(cur PartitionState, version, leader, leaderEpoch, partitionEpoch int32, isr []int32, eligible func(int32) bool) error {
+	switch {
+	case cur.Leader != leader:
+		return fmt.Errorf("%w: broker %d does not lead (leader %d)", kerr.NotLeaderForPartition, leader, cur.Leader)
+	case leaderEpoch < cur.LeaderEpoch:
+		return fmt.Errorf("%w: at leader epoch %d, request at %d", kerr.FencedLeaderEpoch, cur.LeaderEpoch, leaderEpoch)
+	case leaderEpoch > cur.LeaderEpoch:
+		return fmt.Errorf("%w: at leader epoch %d, request at %d", kerr.UnknownLeaderEpoch, cur.LeaderEpoch, leaderEpoch)
+	case partitionEpoch != version:
+		return fmt.Errorf("%w: at partition epoch %d, request at %d", kerr.InvalidUpdateVersion, version, partitionEpoch)
+	case !slices.Contains(isr, leader):
+		return fmt.Errorf("%w: the new ISR leaves out its leader", kerr.InvalidRequest)
+	}
+	for _, id := range isr {
+		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !eligible(id)) {
+			return fmt.Errorf("%w: replica %d may not join the ISR", kerr.IneligibleReplica, id)
+		}
+	}
+	return nil
+}
+
+// shutdownMove is a partition's state after broker id asked for a
+// controlled shutdown: it leaves the ISR, and if it led, the first other
+// ISR member (in assignment order) not shutting down leads. A partition id
+// is the only ISR member of, or whose leadership nobody can take, stays
+// as it is (changed false), so it remains available until id exits.
+func shutdownMove(ps PartitionState, id int32, shuttingDown func(int32) bool) (next PartitionState, changed bool) {
+	if !slices.Contains(ps.ISR, id) || len(ps.ISR) == 1 {
+		return ps, false
+	}
+	next = ps
+	if ps.Leader == id {
+		next.Leader = -1
+		for _, r := range ps.Replicas {
+			if r != id && slices.Contains(ps.ISR, r) && !shuttingDown(r) {
+				next.Leader = r
+				break
+			}
+		}
+		if next.Leader < 0 {
+			return ps, false
+		}
+		next.LeaderEpoch++
+	}
+	next.ISR = slices.DeleteFunc(slices.Clone(ps.ISR), func(r int32) bool { return r == id })
+	return next, true
+}
+
+// preferredElection moves leadership to the partition's preferred replica
+// (the first assigned) when it is eligible and in the ISR, as Kafka's
+// PreferredReplicaPartitionLeaderElection.
+func preferredElection(ps PartitionState, eligible func(int32) bool) (PartitionState, error) {
+	want := ps.Replicas[0]
+	switch {
+	case ps.Leader == want:
+		return ps, kerr.ElectionNotNeeded
+	case !eligible(want) || !slices.Contains(ps.ISR, want):
+		return ps, kerr.PreferredLeaderNotAvailable
+	}
+	ps.Leader = want
+	ps.LeaderEpoch++
+	return ps, nil
 }

@@ -33,26 +33,9 @@ func (a *active) alterISR(leader int32, topic string, topicID [16]byte, partitio
 	}
 	cur := t.Partitions[partition]
 	tp := zk.TopicPartition{Topic: topic, Partition: partition}
-	switch {
-	case cur.Leader != leader:
-		return cur, fmt.Errorf("%w: broker %d does not lead %s (leader %d)", kerr.NotLeaderForPartition, leader, tp, cur.Leader)
-	case leaderEpoch < cur.LeaderEpoch:
-		return cur, fmt.Errorf("%w: %s at leader epoch %d, request at %d", kerr.FencedLeaderEpoch, tp, cur.LeaderEpoch, leaderEpoch)
-	case leaderEpoch > cur.LeaderEpoch:
-		return cur, fmt.Errorf("%w: %s at leader epoch %d, request at %d", kerr.UnknownLeaderEpoch, tp, cur.LeaderEpoch, leaderEpoch)
-	case partitionEpoch != a.zkVersions[tp]:
-		return cur, fmt.Errorf("%w: %s at partition epoch %d, request at %d", kerr.InvalidUpdateVersion, tp, a.zkVersions[tp], partitionEpoch)
-	case !slices.Contains(isr, leader):
-		return cur, fmt.Errorf("%w: the new ISR of %s leaves out its leader", kerr.InvalidRequest, tp)
-	}
-	// A broker in controlled shutdown is not eligible either (KIP-841):
-	// its followers still fetch until it exits, and leaders must not
-	// take it back into the ISR the shutdown just took it out of.
 	_, eligible := a.liveAndEligibleLocked()
-	for _, id := range isr {
-		if !slices.Contains(cur.Replicas, id) || (!slices.Contains(cur.ISR, id) && !eligible(id)) {
-			return cur, fmt.Errorf("%w: replica %d may not join the ISR of %s", kerr.IneligibleReplica, id, tp)
-		}
+	if err := checkISRChange(cur, a.zkVersions[tp], leader, leaderEpoch, partitionEpoch, isr, eligible); err != nil {
+		return cur, fmt.Errorf("%s: %w", tp, err)
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
 	defer cancel()
@@ -82,27 +65,13 @@ func (a *active) controlledShutdown(id int32) (int, error) {
 	var updates []zk.PartitionUpdate
 	for _, t := range next.Topics {
 		for p := range t.Partitions {
-			ps := &t.Partitions[p]
-			if !slices.Contains(ps.ISR, id) || len(ps.ISR) == 1 {
+			moved, changed := shutdownMove(t.Partitions[p], id, func(r int32) bool { return a.shuttingDown[r] })
+			if !changed {
 				continue
 			}
-			if ps.Leader == id {
-				newLeader := int32(-1)
-				for _, r := range ps.Replicas {
-					if r != id && slices.Contains(ps.ISR, r) && !a.shuttingDown[r] {
-						newLeader = r
-						break
-					}
-				}
-				if newLeader < 0 {
-					continue
-				}
-				ps.Leader = newLeader
-				ps.LeaderEpoch++
-			}
-			ps.ISR = slices.DeleteFunc(slices.Clone(ps.ISR), func(r int32) bool { return r == id })
+			t.Partitions[p] = moved
 			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
-			updates = append(updates, a.stateUpdateLocked(tp, *ps))
+			updates = append(updates, a.stateUpdateLocked(tp, moved))
 		}
 	}
 	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
@@ -158,15 +127,9 @@ func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([
 		}
 		ps := &t.Partitions[tp.Partition]
 		if preferred {
-			want := ps.Replicas[0]
-			switch {
-			case ps.Leader == want:
-				res.Err = kerr.ElectionNotNeeded
-			case !eligible(want) || !slices.Contains(ps.ISR, want):
-				res.Err = kerr.PreferredLeaderNotAvailable
-			default:
-				ps.Leader = want
-				ps.LeaderEpoch++
+			var elected PartitionState
+			if elected, res.Err = preferredElection(*ps, eligible); res.Err == nil {
+				*ps = elected
 			}
 		} else {
 			if ps.Leader >= 0 && eligible(ps.Leader) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kbroker/kbroker/internal/launch"
 )
 
 // TestClusterBadInput: misconfigurations and damaged ZooKeeper state are
@@ -32,21 +34,19 @@ func runFailingBroker(t *testing.T, limit time.Duration, overrides ...string) (i
 	}
 	logPath := filepath.Join(t.TempDir(), "kbroker.log")
 	start := time.Now()
-	p, err := spawn(brokerBin, args, t.TempDir(), logPath)
+	p, err := launch.Start(launch.Spec{Path: brokerBin, Args: args, Dir: t.TempDir(), LogPath: logPath})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.kill(stopTimeout) })
-	select {
-	case <-p.done:
-	case <-time.After(limit):
-		p.kill(stopTimeout)
+	t.Cleanup(func() { _ = p.Kill(stopTimeout) })
+	if _, err := p.Wait(limit); err != nil {
+		_ = p.Kill(stopTimeout)
 		dumpLog(t, "kbroker", logPath)
 		t.Fatalf("kbroker still running %v after its start, want a non-zero exit", limit)
 	}
 	took := time.Since(start)
 	out, _ := os.ReadFile(logPath)
-	code := p.state.ExitCode()
+	code := p.State().ExitCode()
 	if code == 0 {
 		t.Errorf("kbroker exited with status 0 after %v, want non-zero:\n%s", took, out)
 	}

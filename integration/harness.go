@@ -15,17 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/launch"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -126,22 +123,9 @@ func fileExists(p string) bool {
 // Broker is one kbroker process run by a test. Its methods must be called
 // from the test's goroutine (they may call t.Fatal).
 type Broker struct {
-	t         testing.TB
-	port      int
-	dataDir   string
-	overrides []string
-	logPath   string
-
-	mu   sync.Mutex // guards proc and the fields of the running process
-	proc *process
-}
-
-// process is one run of the broker binary.
-type process struct {
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd.Wait returned
-	state *os.ProcessState
-	err   error // from cmd.Wait
+	t       testing.TB
+	dataDir string
+	k       *launch.Kbroker
 }
 
 // StartBroker starts a kbroker on a free 127.0.0.1 port with a fresh data
@@ -159,13 +143,19 @@ func StartBrokerIn(t testing.TB, dataDir string, overrides ...string) *Broker {
 	if brokerBin == "" {
 		t.Fatal("integration: broker binary not set up (TestMain must call setupBinary)")
 	}
-	logDir := t.TempDir()
-	b := &Broker{
-		t:         t,
-		dataDir:   dataDir,
-		overrides: append([]string(nil), overrides...),
-		logPath:   filepath.Join(logDir, "kbroker.log"),
-	}
+	b := &Broker{t: t, dataDir: dataDir, k: launch.NewKbroker(launch.KbrokerSpec{
+		Bin: brokerBin,
+		// A free port may be taken again before the broker binds it: try
+		// another when the process exits during startup.
+		Attempts:     launch.PortAttempts,
+		DataDir:      dataDir,
+		Args:         launch.Overrides(overrides...),
+		Dir:          dataDir,
+		LogPath:      filepath.Join(t.TempDir(), "kbroker.log"),
+		Timeout:      startTimeout,
+		Every:        50 * time.Millisecond,
+		ProbeTimeout: 500 * time.Millisecond,
+	})}
 	t.Cleanup(func() {
 		b.killQuietly()
 		b.checkLog()
@@ -173,214 +163,64 @@ func StartBrokerIn(t testing.TB, dataDir string, overrides ...string) *Broker {
 			b.dumpLog()
 		}
 	})
-	// A free port found by binding :0 may be taken again before the broker
-	// binds it; retry a few times with a new port when the process exits
-	// during startup.
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		b.port = freePort(t)
-		if lastErr = b.startProcess(); lastErr != nil {
-			break
-		}
-		lastErr = b.waitReady(startTimeout)
-		if lastErr == nil {
-			return b
-		}
-		if b.Running() {
-			break // running but not answering: no point in another port
-		}
+	if err := b.k.Start(context.Background()); err != nil {
+		t.Fatalf("starting kbroker: %v", err)
 	}
-	t.Fatalf("starting kbroker: %v", lastErr)
-	return nil
+	return b
 }
 
 // Addr is the broker's host:port.
-func (b *Broker) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)) }
+func (b *Broker) Addr() string { return b.k.Addr() }
 
 // DataDir is the broker's log.dirs.
 func (b *Broker) DataDir() string { return b.dataDir }
 
 // LogPath is the file collecting the broker's stdout and stderr across all
 // of its runs.
-func (b *Broker) LogPath() string { return b.logPath }
+func (b *Broker) LogPath() string { return b.k.LogPath() }
 
 // PartitionDir is the directory of one partition's log, as Kafka names it.
 func (b *Broker) PartitionDir(topic string, partition int32) string {
 	return filepath.Join(b.dataDir, fmt.Sprintf("%s-%d", topic, partition))
 }
 
-func (b *Broker) args() []string {
-	args := []string{
-		"--override", "listeners=PLAINTEXT://" + b.Addr(),
-		"--override", "log.dirs=" + b.dataDir,
-	}
-	for _, o := range b.overrides {
-		args = append(args, "--override", o)
-	}
-	return args
-}
-
-func (b *Broker) startProcess() error {
-	p, err := spawn(brokerBin, b.args(), b.dataDir, b.logPath)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	b.proc = p
-	b.mu.Unlock()
-	return nil
-}
-
-// spawn starts bin with args in dir, appending its stdout and stderr to
-// logPath after a header line. The process gets SIGKILL if the test
-// binary dies first.
-func spawn(bin string, args []string, dir, logPath string) (*process, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		p.state = cmd.ProcessState
-		logf.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// alive reports whether p is still running.
-func (p *process) alive() bool {
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill sends SIGKILL and waits at most timeout for the exit.
-func (p *process) kill(timeout time.Duration) {
-	if !p.alive() {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-	}
-}
-
-func (b *Broker) current() *process {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.proc
-}
-
 // Running reports whether the broker process is alive.
-func (b *Broker) Running() bool { return b.current().alive() }
-
-// waitReady polls until a fresh kgo client's Ping succeeds, the process
-// exits, or timeout passes.
-func (b *Broker) waitReady(timeout time.Duration) error {
-	p := b.current()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		select {
-		case <-p.done:
-			return fmt.Errorf("kbroker exited during startup (%v); see %s", p.state, b.logPath)
-		default:
-		}
-		if lastErr = ping(b.Addr(), 500*time.Millisecond); lastErr == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kbroker on %s not ready after %v: %v", b.Addr(), timeout, lastErr)
-		}
-		select {
-		case <-p.done:
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// ping sends ApiVersions with a fresh client and waits at most timeout.
-func ping(addr string, timeout time.Duration) error {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(addr),
-		kgo.DialTimeout(timeout),
-		kgo.RequestRetries(0),
-		kgo.RetryTimeout(timeout),
-	)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return cl.Ping(ctx)
-}
+func (b *Broker) Running() bool { return b.k.Process().Running() }
 
 // Ping asserts that a fresh client still gets an ApiVersions answer.
 func (b *Broker) Ping(t testing.TB) {
 	t.Helper()
-	if err := ping(b.Addr(), 5*time.Second); err != nil {
+	if err := launch.KafkaPing(b.Addr(), 5*time.Second); err != nil {
 		t.Fatalf("broker %s does not answer a fresh client: %v", b.Addr(), err)
 	}
 }
 
-// exitState describes how the last process ended.
-func (b *Broker) exitState() string {
-	p := b.current()
+// current is the broker's latest run in the shape replication_isr_test.go's
+// waitStopped reads (p.cmd.Process.Pid), or nil before the first.
+// Temporary: once waitStopped calls launch.Process.WaitPaused (through
+// b.k.Process()), delete it.
+func (b *Broker) current() *struct{ cmd *exec.Cmd } {
+	p := b.k.Process()
 	if p == nil {
-		return "never started"
+		return nil
 	}
-	select {
-	case <-p.done:
-		return p.state.String()
-	default:
-		return "running"
-	}
+	return &struct{ cmd *exec.Cmd }{cmd: &exec.Cmd{Process: &os.Process{Pid: p.Pid()}}}
 }
+
+// exitState describes how the last process ended.
+func (b *Broker) exitState() string { return b.k.Process().ExitStatus() }
 
 // Signal sends sig to the broker process.
 func (b *Broker) Signal(sig os.Signal) {
 	b.t.Helper()
-	p := b.current()
-	if p == nil {
-		b.t.Fatal("Signal: broker not started")
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := b.k.Process().Signal(sig); err != nil {
 		b.t.Fatalf("signal %v to kbroker: %v", sig, err)
 	}
 }
 
 // Wait waits at most timeout for the process to exit and returns its state.
 func (b *Broker) Wait(timeout time.Duration) (*os.ProcessState, error) {
-	p := b.current()
-	if p == nil {
-		return nil, errors.New("broker not started")
-	}
-	select {
-	case <-p.done:
-		return p.state, nil
-	case <-time.After(timeout):
-		return nil, fmt.Errorf("kbroker still running after %v", timeout)
-	}
+	return b.k.Process().Wait(timeout)
 }
 
 // Stop sends SIGTERM and asserts a clean exit with status 0 within
@@ -391,13 +231,10 @@ func (b *Broker) Stop() {
 		b.t.Fatalf("Stop: kbroker is not running (%s)", b.exitState())
 	}
 	start := time.Now()
-	b.Signal(syscall.SIGTERM)
-	st, err := b.Wait(stopTimeout)
-	if err != nil {
-		b.killQuietly()
-		b.t.Fatalf("Stop: %v after SIGTERM", err)
+	if clean, err := b.k.Process().Stop(stopTimeout); !clean {
+		b.t.Fatalf("Stop: kbroker still running %v after SIGTERM, killed (%v)", stopTimeout, err)
 	}
-	if !st.Exited() || st.ExitCode() != 0 {
+	if st := b.k.Process().State(); !st.Exited() || st.ExitCode() != 0 {
 		b.t.Fatalf("Stop: kbroker exited with %v after SIGTERM, want exit status 0", st)
 	}
 	b.t.Logf("kbroker %s stopped cleanly in %v", b.Addr(), time.Since(start).Round(time.Millisecond))
@@ -409,14 +246,13 @@ func (b *Broker) Kill() {
 	if !b.Running() {
 		b.t.Fatalf("Kill: kbroker is not running (%s)", b.exitState())
 	}
-	b.Signal(syscall.SIGKILL)
-	if _, err := b.Wait(stopTimeout); err != nil {
+	if err := b.k.Process().Kill(stopTimeout); err != nil {
 		b.t.Fatalf("Kill: %v", err)
 	}
 }
 
 // killQuietly kills a still running process without failing the test.
-func (b *Broker) killQuietly() { b.current().kill(stopTimeout) }
+func (b *Broker) killQuietly() { _ = b.k.Process().Kill(stopTimeout) }
 
 // Restart stops the broker cleanly if it is running, then starts it again
 // on the same port and data directory and waits until it answers.
@@ -425,10 +261,7 @@ func (b *Broker) Restart() {
 	if b.Running() {
 		b.Stop()
 	}
-	if err := b.startProcess(); err != nil {
-		b.t.Fatalf("Restart: %v", err)
-	}
-	if err := b.waitReady(startTimeout); err != nil {
+	if err := b.k.Start(context.Background()); err != nil {
 		b.t.Fatalf("Restart: %v", err)
 	}
 }
@@ -436,7 +269,7 @@ func (b *Broker) Restart() {
 // checkLog fails the test if the broker reported a data race (a -race
 // build) or a panic, whatever the test itself checked.
 func (b *Broker) checkLog() {
-	data, err := os.ReadFile(b.logPath)
+	data, err := os.ReadFile(b.LogPath())
 	if err != nil {
 		return
 	}
@@ -447,19 +280,16 @@ func (b *Broker) checkLog() {
 	}
 }
 
-func (b *Broker) dumpLog() { dumpLog(b.t, "kbroker "+b.Addr(), b.logPath) }
+func (b *Broker) dumpLog() { dumpLog(b.t, "kbroker "+b.Addr(), b.LogPath()) }
 
 // dumpLog logs the end of a process's output file.
 func dumpLog(t testing.TB, what, logPath string) {
-	data, err := os.ReadFile(logPath)
+	tail, err := launch.Tail(logPath, maxLogDump, 0)
 	if err != nil {
 		t.Logf("%s log %s: %v", what, logPath, err)
 		return
 	}
-	if len(data) > maxLogDump {
-		data = append([]byte("...(truncated)...\n"), data[len(data)-maxLogDump:]...)
-	}
-	t.Logf("%s output (%s):\n%s", what, logPath, bytes.TrimRight(data, "\n"))
+	t.Logf("%s output (%s):\n%s", what, logPath, tail)
 }
 
 // Client returns a kgo client for this broker, closed at test cleanup.
@@ -483,12 +313,11 @@ func (b *Broker) Admin(t testing.TB) *kadm.Client {
 // freePort returns a 127.0.0.1 TCP port that was free a moment ago.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := launch.FreePort()
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // checkFor calls fn every `every` until it returns nil, and fails the test

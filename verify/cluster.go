@@ -5,215 +5,65 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/launch"
 	"golang.org/x/sys/unix"
 )
 
 // ZooKeeperJar is the Debian zookeeper package's server jar.
-const ZooKeeperJar = "/usr/share/java/zookeeper.jar"
+const ZooKeeperJar = launch.ZooKeeperJar
 
-// process is one child process in its own process group, dying with us.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-func spawn(name string, args []string, dir, logPath string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(logFile, "=== kverify: starting %s at %s\n", name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-func (p *process) alive() bool {
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *process) signal(sig syscall.Signal) {
-	if p.alive() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-	}
-}
-
-// kill sends SIGKILL (after SIGCONT, harmless) and waits.
-func (p *process) kill() {
-	if p == nil {
-		return
-	}
-	p.signal(syscall.SIGKILL)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-	}
-}
-
-// terminate sends SIGTERM, waits up to timeout, then kills.
-func (p *process) terminate(timeout time.Duration) bool {
-	if !p.alive() {
-		return true
-	}
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return true
-	case <-time.After(timeout):
-		p.kill()
-		return false
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// killWait bounds the wait for a killed process to exit.
+const killWait = 15 * time.Second
 
 // ZooKeeper is a standalone ZooKeeper server with a short tick.
 type ZooKeeper struct {
 	Port int
-	dir  string
-	log  string
-	proc *process
+	zk   *launch.ZooKeeper
 }
 
 func startZooKeeper(dir string) (*ZooKeeper, error) {
-	if _, err := exec.LookPath("java"); err != nil {
-		return nil, fmt.Errorf("java is not installed (install the Debian package zookeeper): %w", err)
+	if err := launch.ZooKeeperAvailable(); err != nil {
+		return nil, err
 	}
-	if _, err := os.Stat(ZooKeeperJar); err != nil {
-		return nil, fmt.Errorf("ZooKeeper is not installed (install the Debian package zookeeper): %w", err)
+	z := &ZooKeeper{zk: launch.NewZooKeeper(launch.ZooKeeperSpec{Dir: dir, TickTime: 500 * time.Millisecond})}
+	if err := z.start(); err != nil {
+		_ = z.zk.Kill(killWait)
+		return nil, err
 	}
-	z := &ZooKeeper{dir: dir, log: filepath.Join(dir, "zookeeper.log")}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if z.Port, err = freePort(); err != nil {
-			return nil, err
-		}
-		if err = z.start(); err == nil {
-			return z, nil
-		}
-		z.proc.kill()
-	}
-	return nil, err
+	return z, nil
 }
 
 // Addr is the server's client address.
-func (z *ZooKeeper) Addr() string { return "127.0.0.1:" + strconv.Itoa(z.Port) }
+func (z *ZooKeeper) Addr() string { return z.zk.Addr() }
 
+// start starts the server (again, on the same port and data) and waits
+// until it serves.
 func (z *ZooKeeper) start() error {
-	data := filepath.Join(z.dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return err
-	}
-	cfg := strings.Join([]string{
-		"tickTime=500",
-		"dataDir=" + data,
-		"clientPort=" + strconv.Itoa(z.Port),
-		"clientPortAddress=127.0.0.1",
-		"maxClientCnxns=0",
-		"admin.enableServer=false",
-		"4lw.commands.whitelist=ruok,srvr",
-		"preAllocSize=1024",
-		"",
-	}, "\n")
-	cfgPath := filepath.Join(z.dir, "zoo.cfg")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	cp := ZooKeeperJar
-	for _, jar := range []string{"/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-simple.jar"} {
-		if _, err := os.Stat(jar); err == nil {
-			cp += ":" + jar
-		}
-	}
-	cp += ":/usr/share/java/*"
-	p, err := spawn("java", []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dzookeeper.jmx.log4j.disable=true", "-cp", cp,
-		"org.apache.zookeeper.server.ZooKeeperServerMain", cfgPath}, z.dir, z.log)
-	if err != nil {
-		return err
-	}
-	z.proc = p
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if !p.alive() {
-			return fmt.Errorf("ZooKeeper exited during startup; see %s", z.log)
-		}
-		if out, err := fourLetter(z.Addr(), "srvr", time.Second); err == nil && strings.Contains(out, "Mode: ") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("ZooKeeper on %s not serving after 30s; see %s", z.Addr(), z.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	err := z.zk.Start(context.Background())
+	z.Port = z.zk.Port()
+	return err
 }
+
+// Alive reports whether the server process runs.
+func (z *ZooKeeper) Alive() bool { return z.zk.Process().Running() }
 
 // Restart kills the server (SIGKILL) and starts it again after down.
 func (z *ZooKeeper) Restart(down time.Duration) error {
-	z.proc.kill()
+	_ = z.zk.Kill(killWait)
 	time.Sleep(down)
 	return z.start()
 }
 
 // Stop kills the server.
-func (z *ZooKeeper) Stop() { z.proc.kill() }
-
-func fourLetter(addr, cmd string, timeout time.Duration) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte(cmd)); err != nil {
-		return "", err
-	}
-	b, err := io.ReadAll(c)
-	if len(b) == 0 && err != nil {
-		return "", err
-	}
-	return string(b), nil
-}
+func (z *ZooKeeper) Stop() { _ = z.zk.Kill(killWait) }
 
 // ClusterConfig describes the cluster a run starts.
 type ClusterConfig struct {
@@ -245,7 +95,7 @@ type Broker struct {
 	Tmpfs    bool // LogDir is a tmpfs mount of its own
 	metrics  string
 	cluster  *Cluster
-	proc     *process
+	kb       *launch.Kbroker
 	stopped  bool // SIGSTOPped
 	procLock sync.Mutex
 }
@@ -300,10 +150,10 @@ func (c *Cluster) newBroker(id int32) (*Broker, error) {
 	b := &Broker{ID: id, cluster: c, LogDir: filepath.Join(c.cfg.Dir, fmt.Sprintf("broker%d", id))}
 	b.LogPath = b.LogDir + ".log"
 	var err error
-	if b.Port, err = freePort(); err != nil {
+	if b.Port, err = launch.FreePort(); err != nil {
 		return nil, err
 	}
-	mp, err := freePort()
+	mp, err := launch.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +164,23 @@ func (c *Cluster) newBroker(id int32) (*Broker, error) {
 	if b.ZKProxy, err = NewProxy(fmt.Sprintf("zk-b%d", id), 0, c.ZK.Addr(), nil); err != nil {
 		return nil, err
 	}
+	b.kb = launch.NewKbroker(launch.KbrokerSpec{
+		Bin:          c.cfg.Bin,
+		Port:         b.Port,
+		DataDir:      b.LogDir,
+		Args:         b.args(),
+		Dir:          c.cfg.Dir,
+		LogPath:      b.LogPath,
+		Timeout:      20 * time.Second,
+		Every:        25 * time.Millisecond,
+		Probe:        launch.Accepts, // a listening broker is ready, as kverify always had it
+		ProbeTimeout: time.Second,
+		OnSpawn: func(pid int) {
+			c.mu.Lock()
+			c.pids[pid] = int(id)
+			c.mu.Unlock()
+		},
+	})
 	if err := os.MkdirAll(b.LogDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -437,13 +304,13 @@ func (c *Cluster) identify(conn net.Conn) string {
 	return "client"
 }
 
+// args are the broker's settings after its listener and log.dirs (which
+// launch.Kbroker adds).
 func (b *Broker) args() []string {
 	cfg := b.cluster.cfg
 	ov := []string{
 		"broker.id=" + strconv.Itoa(int(b.ID)),
-		"listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(b.Port),
 		"advertised.listeners=PLAINTEXT://" + b.Proxy.Addr(),
-		"log.dirs=" + b.LogDir,
 		"zookeeper.connect=" + b.ZKProxy.Addr(),
 		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(cfg.SessionTimeout/time.Millisecond)),
 		"replica.lag.time.max.ms=" + strconv.Itoa(int(cfg.LagTime/time.Millisecond)),
@@ -456,40 +323,18 @@ func (b *Broker) args() []string {
 		"auto.leader.rebalance.enable=false",
 		"kbroker.metrics.address=" + b.metrics,
 	}
-	ov = append(ov, cfg.Extra...)
-	var args []string
-	for _, o := range ov {
-		args = append(args, "--override", o)
-	}
-	return args
+	return launch.Overrides(append(ov, cfg.Extra...)...)
 }
 
+// start runs the broker and waits until it listens.
 func (b *Broker) start(ctx context.Context) error {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	p, err := spawn(b.cluster.cfg.Bin, b.args(), b.cluster.cfg.Dir, b.LogPath)
-	if err != nil {
-		return err
+	b.stopped = false
+	if err := b.kb.Start(ctx); err != nil {
+		return fmt.Errorf("broker %d: %w", b.ID, err)
 	}
-	b.proc, b.stopped = p, false
-	b.cluster.mu.Lock()
-	b.cluster.pids[p.cmd.Process.Pid] = int(b.ID)
-	b.cluster.mu.Unlock()
-	addr := "127.0.0.1:" + strconv.Itoa(b.Port)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if !p.alive() {
-			return fmt.Errorf("broker %d exited during startup; see %s", b.ID, b.LogPath)
-		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("broker %d not listening on %s after 20s; see %s", b.ID, addr, b.LogPath)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	return nil
 }
 
 func (b *Broker) forget() {
@@ -506,7 +351,7 @@ func (b *Broker) forget() {
 func (b *Broker) Kill() {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	b.proc.kill()
+	_ = b.kb.Process().Kill(killWait)
 	b.stopped = false
 	b.forget()
 }
@@ -523,7 +368,7 @@ func (b *Broker) Restart(ctx context.Context) error {
 func (b *Broker) Alive() bool {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	return b.proc.alive()
+	return b.kb.Process().Running()
 }
 
 // ExitStatus describes how the broker process ended ("exit status 1",
@@ -531,20 +376,14 @@ func (b *Broker) Alive() bool {
 func (b *Broker) ExitStatus() string {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	if b.proc == nil {
-		return "never started"
-	}
-	if b.proc.alive() {
-		return "running"
-	}
-	return b.proc.cmd.ProcessState.String()
+	return b.kb.Process().ExitStatus()
 }
 
 // Pause sends SIGSTOP, Resume SIGCONT.
 func (b *Broker) Pause() {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	b.proc.signal(syscall.SIGSTOP)
+	_ = b.kb.Process().Pause()
 	b.stopped = true
 }
 
@@ -552,7 +391,7 @@ func (b *Broker) Pause() {
 func (b *Broker) Resume() {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	b.proc.signal(syscall.SIGCONT)
+	_ = b.kb.Process().Resume()
 	b.stopped = false
 }
 
@@ -561,7 +400,7 @@ func (b *Broker) Resume() {
 func (b *Broker) Stop(timeout time.Duration) bool {
 	b.procLock.Lock()
 	defer b.procLock.Unlock()
-	ok := b.proc.terminate(timeout)
+	ok, _ := b.kb.Process().Stop(timeout)
 	b.forget()
 	return ok
 }

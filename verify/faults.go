@@ -431,7 +431,7 @@ func (n *Nemesis) HealEverything(ctx context.Context) {
 			n.warn(fmt.Sprintf("freeing b%d's log dir: %v", b.ID, err))
 		}
 	}
-	if !n.C.ZK.proc.alive() {
+	if !n.C.ZK.Alive() {
 		if err := n.C.ZK.start(); err != nil {
 			n.logf("start ZooKeeper: %v", err)
 		}

@@ -9,10 +9,10 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/launch"
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/recordbatch"
@@ -177,23 +177,26 @@ func startInstant(ctx context.Context, cfg *config) (*brokerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := launch.FreePort()
 	if err != nil {
-		return nil, fmt.Errorf("free port: %w", err)
+		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.Command(self, "--serve-instant", addr, "--partitions", strconv.Itoa(cfg.partitions),
-		"--record-size", strconv.Itoa(cfg.recordSize), "--batch-max-bytes", strconv.Itoa(cfg.batchMax))
-	cmd.Stderr = os.Stderr
-	p, err := launch(cmd, "", addr)
+	p, err := launch.Start(launch.Spec{
+		Path: self,
+		Args: []string{"--serve-instant", addr, "--partitions", strconv.Itoa(cfg.partitions),
+			"--record-size", strconv.Itoa(cfg.recordSize), "--batch-max-bytes", strconv.Itoa(cfg.batchMax)},
+		Stderr: os.Stderr,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start the instant stand-in: %w", err)
 	}
+	b := &brokerProc{proc: p, addr: addr}
 	wctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
-	if err := waitAnswering(wctx, addr, p.exited); err != nil {
-		p.stop()
+	if err := launch.WaitReady(wctx, p, probeEvery, func() error { return launch.KafkaPing(addr, probeTimeout) }); err != nil {
+		b.stop()
 		return nil, fmt.Errorf("instant stand-in not answering on %s: %w", addr, err)
 	}
-	return p, nil
+	return b, nil
 }

@@ -293,7 +293,7 @@ func runOnce(ctx context.Context, cfg *config, pool *valuePool, kind targetKind,
 		w.logf("started %s on %s in %.1f ms", cfg.kbrokerPath, b.addr, res.StartupMs)
 		after = func() {
 			if !b.alive() {
-				res.Error = fmt.Sprintf("kbroker exited during the run (%v)\n--- kbroker log tail ---\n%s", b.waitErr, b.logTail(20))
+				res.Error = fmt.Sprintf("kbroker exited during the run (%v)\n--- kbroker log tail ---\n%s", b.proc.ExitStatus(), b.logTail(20))
 				return
 			}
 			if rss, err := b.peakRSS(); err == nil {

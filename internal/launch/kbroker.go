@@ -1,0 +1,102 @@
+package launch
+
+import (
+	"context"
+	"time"
+)
+
+// PortAttempts is how many free ports ZooKeeper.Start tries, and a good
+// KbrokerSpec.Attempts: the port found free may be taken again before the
+// process binds it.
+const PortAttempts = 3
+
+// KbrokerSpec describes a kbroker process. Its command line is
+// --override listeners=PLAINTEXT://127.0.0.1:<port> --override
+// log.dirs=<DataDir>, then Args.
+type KbrokerSpec struct {
+	Bin  string
+	Port int // 0: a free port, chosen at the first Start and kept
+	// Attempts is how many free ports the first Start tries while the
+	// process exits during startup (default 1; only without Port).
+	Attempts int
+	// DataDir is log.dirs.
+	DataDir string
+	// Args follow the listener and data directory; see Overrides.
+	Args []string
+	// Dir is the working directory ("" for ours).
+	Dir string
+	// LogPath collects the broker's output over all its runs; "" discards
+	// it.
+	LogPath string
+
+	// Timeout bounds each wait until the broker answers (default 15s).
+	Timeout time.Duration
+	// Every is the wait's poll interval (default 50ms).
+	Every time.Duration
+	// Probe tells whether the broker answers (default KafkaPing), each
+	// call bounded by ProbeTimeout (default 500ms).
+	Probe        func(addr string, timeout time.Duration) error
+	ProbeTimeout time.Duration
+	// OnSpawn, if set, is called with the pid of each run as soon as it
+	// was started, before the wait.
+	OnSpawn func(pid int)
+}
+
+// Overrides turns "key=value" settings into kbroker arguments.
+func Overrides(kv ...string) []string {
+	args := make([]string, 0, 2*len(kv))
+	for _, o := range kv {
+		args = append(args, "--override", o)
+	}
+	return args
+}
+
+// Kbroker is a kbroker that can be started again on the same port and data
+// directory after it stopped.
+type Kbroker struct {
+	service
+	spec KbrokerSpec
+}
+
+// NewKbroker returns a kbroker that Start will run.
+func NewKbroker(spec KbrokerSpec) *Kbroker {
+	if spec.Timeout <= 0 {
+		spec.Timeout = 15 * time.Second
+	}
+	if spec.Every <= 0 {
+		spec.Every = 50 * time.Millisecond
+	}
+	if spec.Probe == nil {
+		spec.Probe = KafkaPing
+	}
+	if spec.ProbeTimeout <= 0 {
+		spec.ProbeTimeout = 500 * time.Millisecond
+	}
+	return &Kbroker{service: service{name: "kbroker", port: spec.Port}, spec: spec}
+}
+
+// LogPath is the file collecting the broker's output.
+func (k *Kbroker) LogPath() string { return k.spec.LogPath }
+
+// Start runs the broker and waits until it answers. Without a port yet it
+// takes a free one, and tries another (Attempts in all) while the process
+// exits during startup. A broker that runs but does not answer is left
+// running for the caller to inspect and stop.
+func (k *Kbroker) Start(ctx context.Context) error {
+	return k.start(ctx, k.spec.Attempts, false, k.startOnce)
+}
+
+func (k *Kbroker) startOnce(ctx context.Context, addr string) error {
+	args := append(Overrides("listeners=PLAINTEXT://"+addr, "log.dirs="+k.spec.DataDir), k.spec.Args...)
+	p, err := Start(Spec{Path: k.spec.Bin, Args: args, Dir: k.spec.Dir, LogPath: k.spec.LogPath})
+	if err != nil {
+		return err
+	}
+	k.setProcess(p)
+	if k.spec.OnSpawn != nil {
+		k.spec.OnSpawn(p.Pid())
+	}
+	wctx, cancel := context.WithTimeout(ctx, k.spec.Timeout)
+	defer cancel()
+	return WaitReady(wctx, p, k.spec.Every, func() error { return k.spec.Probe(addr, k.spec.ProbeTimeout) })
+}

@@ -195,18 +195,6 @@ func (b *Broker) Ping(t testing.TB) {
 	}
 }
 
-// current is the broker's latest run in the shape replication_isr_test.go's
-// waitStopped reads (p.cmd.Process.Pid), or nil before the first.
-// Temporary: once waitStopped calls launch.Process.WaitPaused (through
-// b.k.Process()), delete it.
-func (b *Broker) current() *struct{ cmd *exec.Cmd } {
-	p := b.k.Process()
-	if p == nil {
-		return nil
-	}
-	return &struct{ cmd *exec.Cmd }{cmd: &exec.Cmd{Process: &os.Process{Pid: p.Pid()}}}
-}
-
 // exitState describes how the last process ended.
 func (b *Broker) exitState() string { return b.k.Process().ExitStatus() }
 

@@ -1,11 +1,8 @@
 package integration
 
 import (
-	"bytes"
-	"errors"
+	"context"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -244,33 +241,9 @@ func TestReplicationNotEnoughReplicas(t *testing.T) {
 // wait for this after sending SIGSTOP.
 func waitStopped(t testing.TB, b *Broker, within time.Duration) {
 	t.Helper()
-	p := b.current()
-	if p == nil {
-		t.Fatal("waitStopped: broker not started")
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := b.k.Process().WaitPaused(ctx); err != nil {
+		t.Fatalf("broker %s did not stop within %v: %v", b.Addr(), within, err)
 	}
-	pid := p.cmd.Process.Pid
-	checkFor(t, within, time.Millisecond, func() error {
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		if err != nil {
-			return err
-		}
-		for _, task := range tasks {
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // the thread exited
-			}
-			if err != nil {
-				return err
-			}
-			// "tid (comm) state ...": comm may hold spaces and ')'.
-			i := bytes.LastIndexByte(stat, ')')
-			if i < 0 || i+2 >= len(stat) {
-				return fmt.Errorf("pid %d thread %s: unexpected stat %q", pid, task.Name(), stat)
-			}
-			if state := stat[i+2]; state != 'T' {
-				return fmt.Errorf("pid %d thread %s is in state %c, not stopped yet", pid, task.Name(), state)
-			}
-		}
-		return nil
-	})
 }

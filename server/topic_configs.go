@@ -250,7 +250,6 @@ func applyConfigOps(overrides, effective map[string]string, ops []kmsg.Increment
 	return overrides, nil
 }
 
-
 // topicConfigInfo is what DescribeConfigs v3+ says about a topic config
 // beyond its value: Kafka's type and a short documentation line.
 type topicConfigInfo struct {

@@ -56,17 +56,21 @@ func highWatermarkFor(self int32, leaderLEO, current int64, isr []int32, followe
 	return max(hw, current)
 }
 
-// outOfSync lists the ISR followers that have not been caught up for longer
-// than lagMax (replica.lag.time.max.ms) at now: lag is measured in time,
-// not messages, as in Kafka. The leader itself is never out of sync.
-func outOfSync(self int32, isr []int32, followers map[int32]*followerState, now time.Time, lagMax time.Duration) []int32 {
+// outOfSync lists the ISR followers that are not caught up at now, as
+// Kafka's ReplicaState.isCaughtUp: a follower is caught up while its log end
+// equals the leader's (leaderLEO), however long ago it last fetched (an
+// idle partition keeps its ISR), or when it was last caught up within
+// lagMax (replica.lag.time.max.ms): lag is measured in time, not messages.
+// A follower the leader has not heard from is not caught up. The leader
+// itself is never out of sync.
+func outOfSync(self int32, isr []int32, followers map[int32]*followerState, leaderLEO int64, now time.Time, lagMax time.Duration) []int32 {
 	var out []int32
 	for _, id := range isr {
 		if id == self {
 			continue
 		}
 		f, ok := followers[id]
-		if !ok || now.Sub(f.lastCaughtUp) > lagMax {
+		if !ok || (f.logEndOffset != leaderLEO && now.Sub(f.lastCaughtUp) > lagMax) {
 			out = append(out, id)
 		}
 	}

@@ -55,12 +55,18 @@ func TestOutOfSyncByTimeNotCount(t *testing.T) {
 	now := time.Unix(2000, 0)
 	lag := 10 * time.Second
 	fs := map[int32]*followerState{
-		2: {lastCaughtUp: now.Add(-5 * time.Second), logEndOffset: 0},   // far behind in count, but recently caught up
-		3: {lastCaughtUp: now.Add(-11 * time.Second), logEndOffset: 99}, // close in count, but not caught up for 11 s
+		2: {lastCaughtUp: now.Add(-5 * time.Second), logEndOffset: 0},    // far behind in count, but recently caught up
+		3: {lastCaughtUp: now.Add(-11 * time.Second), logEndOffset: 99},  // close in count, but not caught up for 11 s
+		5: {lastCaughtUp: now.Add(-60 * time.Second), logEndOffset: 100}, // silent for a minute, but at the leader's end
 	}
-	got := outOfSync(1, []int32{1, 2, 3, 4}, fs, now, lag)
+	got := outOfSync(1, []int32{1, 2, 3, 4, 5}, fs, 100, now, lag)
 	if !slices.Equal(got, []int32{3, 4}) {
-		t.Fatalf("out of sync %v, want [3 4] (4: never fetched)", got)
+		t.Fatalf("out of sync %v, want [3 4] (4: never fetched; 5: has everything the leader has)", got)
+	}
+	// Once the leader appends, the silent follower is behind and its last
+	// caught-up time counts.
+	if got := outOfSync(1, []int32{1, 5}, fs, 101, now, lag); !slices.Equal(got, []int32{5}) {
+		t.Fatalf("after an append: out of sync %v, want [5]", got)
 	}
 }
 

@@ -95,7 +95,7 @@ func (p *Partition) MaybeShrinkISR(now time.Time, lagMax time.Duration) {
 	if !p.isLeader || p.isrs == nil || p.isrChangeInFlight {
 		return
 	}
-	out := outOfSync(p.self, p.isr, p.followers, now, lagMax)
+	out := outOfSync(p.self, p.isr, p.followers, p.log.EndOffset(), now, lagMax)
 	if len(out) == 0 {
 		return
 	}

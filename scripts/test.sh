@@ -15,13 +15,17 @@
 #   8. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
 #
 # Environment: FUZZTIME (default 20s; 0 skips the fuzz step), KBROKER_RACE
-# (default 1), KBROKER_BIN (use a prebuilt broker in the integration tests).
+# (default 1), KBROKER_BIN (use a prebuilt broker in the integration tests),
+# KBROKER_TOPIC_IDENTITY_LOOPS (default 2).
 # Exit status is non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZTIME=${FUZZTIME:-20s}
 export KBROKER_RACE=${KBROKER_RACE:-1}
+# Each topic identity scenario (delete and re-create a topic under a paused,
+# killed or controller broker) runs this many times; 20 for the long loop.
+export KBROKER_TOPIC_IDENTITY_LOOPS=${KBROKER_TOPIC_IDENTITY_LOOPS:-2}
 
 results=()
 flaky=()

@@ -17,11 +17,11 @@ const clusterAgreeWithin = time.Second
 // first moment any broker's Metadata shows the change (the controller
 // noticed it) to the moment all agree.
 func TestClusterMetadataAgreement(t *testing.T) {
-	c := startCluster(t, 3, "")
+	c := startCluster(t, clusterOpts{brokers: 3})
 	v0 := c.waitAgreed(t, clusterSettle, nil)
 
 	// A created topic.
-	acked := c.createTopic(t, 2, "agree", 12, nil)
+	acked := c.createTopicVia(t, 2, "agree", 12, nil)
 	agreed := c.pollAgreement(t, clusterSettle, allLed("agree", 12))
 	t.Logf("created topic: all brokers agree %v after the CreateTopics response", agreed.Sub(acked).Round(time.Millisecond))
 	if d := agreed.Sub(acked); d > clusterAgreeWithin {
@@ -59,14 +59,7 @@ func (c *testCluster) pollAgreement(t *testing.T, within time.Duration, check fu
 	t.Helper()
 	var at time.Time
 	checkFor(t, within, 2*time.Millisecond, func() error {
-		v, err := c.agreed(time.Second)
-		if err != nil {
-			return err
-		}
-		if err := c.sane(v); err != nil {
-			return err
-		}
-		if err := check(v); err != nil {
+		if _, err := c.agreedSane(check); err != nil {
 			return err
 		}
 		at = time.Now()

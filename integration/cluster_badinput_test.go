@@ -57,8 +57,8 @@ func runFailingBroker(t *testing.T, limit time.Duration, overrides ...string) (i
 // registered exits non-zero naming the id; the first keeps its
 // registration and serves.
 func testDuplicateBrokerID(t *testing.T) {
-	c := startCluster(t, 2, "")
-	before, _, err := c.zkGet(t, "/brokers/ids/2")
+	c := startCluster(t, clusterOpts{brokers: 2})
+	before, _, err := c.zkGet("/brokers/ids/2")
 	if err != nil {
 		t.Fatalf("reading /brokers/ids/2: %v", err)
 	}
@@ -69,7 +69,7 @@ func testDuplicateBrokerID(t *testing.T) {
 			t.Errorf("the duplicate's output does not contain %q:\n%s", want, out)
 		}
 	}
-	after, _, err := c.zkGet(t, "/brokers/ids/2")
+	after, _, err := c.zkGet("/brokers/ids/2")
 	if err != nil || string(after) != string(before) {
 		t.Errorf("/brokers/ids/2 changed: %s (%v), was %s", after, err, before)
 	}
@@ -108,9 +108,9 @@ func testZooKeeperUnreachable(t *testing.T) {
 // still answers Metadata, a controller is elected and the healthy topic
 // stays served.
 func testMalformedTopicZnode(t *testing.T) {
-	c := startCluster(t, 3, "")
-	c.createTopic(t, 1, "healthy", 6, nil)
-	c.createTopic(t, 1, "damaged", 6, nil)
+	c := startCluster(t, clusterOpts{brokers: 3})
+	c.createTopicVia(t, 1, "healthy", 6, nil)
+	c.createTopicVia(t, 1, "damaged", 6, nil)
 	v0 := c.waitAgreed(t, clusterSettle, func(v clusterView) error {
 		if err := allLed("healthy", 6)(v); err != nil {
 			return err
@@ -118,10 +118,10 @@ func testMalformedTopicZnode(t *testing.T) {
 		return allLed("damaged", 6)(v)
 	})
 	const path = "/brokers/topics/damaged"
-	if _, err := c.zkConn(t).Set(c.zkPath(path), []byte(`{"version":2,"partitions":{"0":[1],`), -1); err != nil {
+	if _, err := c.zkConn().Set(c.zkPath(path), []byte(`{"version":2,"partitions":{"0":[1],`), -1); err != nil {
 		t.Fatalf("writing garbage into %s: %v", path, err)
 	}
-	epoch := c.controllerEpoch(t)
+	epoch := c.controllerEpoch()
 	old := v0.controller
 	c.broker(old).Kill()
 	killed := time.Now()
@@ -177,7 +177,7 @@ func testMalformedTopicZnode(t *testing.T) {
 	}
 	// One failed takeover may cost an epoch; a storm of elections would
 	// cost many.
-	if got := c.controllerEpoch(t); got > epoch+3 {
+	if got := c.controllerEpoch(); got > epoch+3 {
 		t.Errorf("/controller_epoch went from %d to %d: controllers keep failing over", epoch, got)
 	}
 	var mine []int32

@@ -23,7 +23,7 @@ func TestClusterClients(t *testing.T) {
 		partitions = 12
 		records    = 2000
 	)
-	c := startCluster(t, 3, "", "num.partitions=12", "default.replication.factor=1")
+	c := startCluster(t, clusterOpts{brokers: 3, extra: []string{"num.partitions=12", "default.replication.factor=1"}})
 	ctrl := c.waitAgreed(t, clusterSettle, nil).controller
 	first := ctrl%3 + 1 // a broker that is not the controller
 
@@ -51,7 +51,7 @@ func TestClusterClients(t *testing.T) {
 			b := c.broker(via)
 			topic := "cluster-" + cl.name
 			if cl.name != "franz-go" {
-				c.createTopic(t, via, topic, partitions, nil)
+				c.createTopicVia(t, via, topic, partitions, nil)
 			}
 			rs := makeRecords(topic, records)
 			if cl.name == "kcat" {

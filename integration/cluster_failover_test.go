@@ -18,13 +18,13 @@ import (
 // partitions again and still has every record.
 func TestClusterControllerKill(t *testing.T) {
 	const partitions = 12
-	c := startCluster(t, 3, "")
-	c.createTopic(t, 1, "before", partitions, nil)
+	c := startCluster(t, clusterOpts{brokers: 3})
+	c.createTopicVia(t, 1, "before", partitions, nil)
 	before := c.waitAgreed(t, clusterSettle, allLed("before", partitions))
 	produced := produceToPartitions(t, "before", seq(partitions), 100, "before", c.broker(1).Addr())
 
 	old := before.controller
-	epoch := c.controllerEpoch(t)
+	epoch := c.controllerEpoch()
 	var survivors []string
 	for id := int32(1); id <= 3; id++ {
 		if id != old {
@@ -54,10 +54,10 @@ func TestClusterControllerKill(t *testing.T) {
 	if took > clusterSession+clusterSessionSlack {
 		t.Errorf("new controller after %v, want within the session timeout %v (+%v for ZooKeeper's expiry tick)", took, clusterSession, clusterSessionSlack)
 	}
-	if got := c.controllerEpoch(t); got != epoch+1 {
+	if got := c.controllerEpoch(); got != epoch+1 {
 		t.Errorf("/controller_epoch is %d after one failover, want %d", got, epoch+1)
 	}
-	data, _, err := c.zkGet(t, "/controller")
+	data, _, err := c.zkGet("/controller")
 	if err != nil {
 		t.Fatalf("reading /controller: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestClusterControllerKill(t *testing.T) {
 	if back.controller == old {
 		t.Errorf("the restarted broker %d became controller again", old)
 	}
-	if got := c.controllerEpoch(t); got != epoch+1 {
+	if got := c.controllerEpoch(); got != epoch+1 {
 		t.Errorf("/controller_epoch is %d after the restart, want %d (no new election)", got, epoch+1)
 	}
 	if !slices.Equal(back.leaders["before"], before.leaders["before"]) {

@@ -1,19 +1,18 @@
 package integration
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
-	"github.com/kbroker/kbroker/internal/zktest"
-	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/kbroker/kbroker/internal/zktest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,11 +20,16 @@ import (
 
 // Cluster harness: a ZooKeeper with a short tick (so sessions can be short)
 // and N kbroker processes registered in it, plus the probes the cluster
-// tests share: a Metadata request sent to one chosen broker, the cluster
-// view it describes, and znode reads with go-zookeeper.
+// tests share. This file holds the cluster itself, requests to one broker
+// and the ZooKeeper reads; cluster_views_test.go the brokers' views of the
+// cluster and their agreement, cluster_metrics_test.go the /metrics
+// scrapes, cluster_records_test.go producing and reading back.
+//
+// Methods that take a testing.TB may be called from subtests of the test
+// that started the cluster; the others fail the starting test (c.t).
 
 const (
-	// clusterSession is the brokers' zookeeper.session.timeout.ms.
+	// clusterSession is the default zookeeper.session.timeout.ms.
 	clusterSession = 2 * time.Second
 	// clusterSessionSlack is how late after clusterSession a session may
 	// be declared expired: ZooKeeper checks expiries once per tick, and a
@@ -34,47 +38,113 @@ const (
 	// clusterSettle bounds how long a cluster may take to reach a state
 	// that needs no session expiry (a broker joining, a topic spreading).
 	clusterSettle = 20 * time.Second
+	// clusterStartWithin bounds how long a started cluster may take until
+	// every broker lists all of them and the same controller.
+	clusterStartWithin = 30 * time.Second
 )
+
+// clusterOpts configures startCluster.
+type clusterOpts struct {
+	brokers int    // broker ids 1..brokers
+	chroot  string // zookeeper.connect chroot, "" for none
+	// session is zookeeper.session.timeout.ms; 0 means clusterSession.
+	session time.Duration
+	// replicated makes a cluster for replication tests: every broker gets
+	// the replicationDefaults below, replica.lag.time.max.ms=lag (which
+	// must then be set) and a /metrics endpoint.
+	replicated bool
+	lag        time.Duration
+	// extra overrides, applied after the defaults (later ones win).
+	extra []string
+}
+
+// replicationDefaults are the replicated cluster's broker settings besides
+// the lag: RF 3 with two replicas required for acks=all, no unclean
+// election, no automatic leader moves, groups that do not wait to form.
+var replicationDefaults = []string{
+	"min.insync.replicas=2",
+	"default.replication.factor=3",
+	"offsets.topic.replication.factor=3",
+	"offsets.topic.num.partitions=3",
+	"group.initial.rebalance.delay.ms=0",
+	"unclean.leader.election.enable=false",
+	"auto.leader.rebalance.enable=false",
+}
 
 // testCluster is a ZooKeeper and brokers 1..n registered in it.
 type testCluster struct {
+	t       *testing.T
+	opts    clusterOpts // session filled in
 	zk      *zktest.Server
-	chroot  string
 	brokers []*Broker // brokers[i] has broker.id i+1
+	metrics []string  // metrics[i] is broker i+1's kbroker.metrics.address (replicated only)
 
 	probeSet
+
+	mu       sync.Mutex // guards rawCount
+	rawCount int
 }
 
-// startCluster starts a ZooKeeper and n brokers (ids 1..n, session timeout
-// clusterSession, plus overrides), and waits until every broker lists all
-// of them and the same controller.
-func startCluster(t *testing.T, n int, chroot string, overrides ...string) *testCluster {
+// startCluster starts a ZooKeeper and the brokers o describes, and waits
+// until every broker lists all of them and the same controller, the one
+// /controller names.
+func startCluster(t *testing.T, o clusterOpts) *testCluster {
 	t.Helper()
-	start := time.Now()
-	c := &testCluster{zk: zktest.Start(t), chroot: chroot}
-	t.Cleanup(c.closeProbes)
-	for id := 1; id <= n; id++ {
-		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, overrides...)...))
+	if o.brokers < 1 {
+		t.Fatalf("startCluster: %d brokers", o.brokers)
 	}
-	c.waitAgreed(t, clusterSettle, func(v clusterView) error {
-		if len(v.brokers) != n {
-			return fmt.Errorf("%d brokers listed, want %d", len(v.brokers), n)
+	if o.replicated != (o.lag > 0) {
+		t.Fatalf("startCluster: replicated=%v with lag %v (a replicated cluster needs a lag, and only it)", o.replicated, o.lag)
+	}
+	if o.session == 0 {
+		o.session = clusterSession
+	}
+	start := time.Now()
+	c := &testCluster{t: t, opts: o, zk: zktest.Start(t)}
+	t.Cleanup(c.closeProbes)
+	for id := 1; id <= o.brokers; id++ {
+		var metrics []string
+		if o.replicated {
+			c.metrics = append(c.metrics, "127.0.0.1:"+strconv.Itoa(freePort(t)))
+			metrics = []string{"kbroker.metrics.address=" + c.metrics[id-1]}
+		}
+		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, metrics...)...))
+	}
+	c.waitAgreed(t, clusterStartWithin, func(v clusterView) error {
+		if len(v.brokers) != o.brokers {
+			return fmt.Errorf("%d brokers listed, want %d", len(v.brokers), o.brokers)
+		}
+		if zc := c.controller(); zc != v.controller {
+			return fmt.Errorf("/controller names %d, the brokers %d", zc, v.controller)
 		}
 		return nil
 	})
-	t.Logf("cluster of %d brokers (zookeeper %s%s) ready in %v", n, c.zk.Addr(), chroot, time.Since(start).Round(time.Millisecond))
+	kind := ""
+	if o.replicated {
+		kind = fmt.Sprintf(", replicated, lag %v", o.lag)
+	}
+	t.Logf("cluster of %d brokers (zookeeper %s%s, session %v%s) ready in %v", o.brokers, c.zk.Addr(), o.chroot, o.session, kind, time.Since(start).Round(time.Millisecond))
 	return c
 }
 
 // connect is the brokers' zookeeper.connect.
-func (c *testCluster) connect() string { return c.zk.Addr() + c.chroot }
+func (c *testCluster) connect() string { return c.zk.Addr() + c.opts.chroot }
 
+// brokerOverrides are broker id's settings in this cluster (but its
+// metrics address): the defaults, then the cluster's extra overrides, then
+// extra.
 func (c *testCluster) brokerOverrides(id int, extra ...string) []string {
-	return append([]string{
+	ov := []string{
 		"broker.id=" + strconv.Itoa(id),
 		"zookeeper.connect=" + c.connect(),
-		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(clusterSession/time.Millisecond)),
-	}, extra...)
+		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(c.opts.session/time.Millisecond)),
+	}
+	if c.opts.replicated {
+		ov = append(ov, "replica.lag.time.max.ms="+strconv.Itoa(int(c.opts.lag/time.Millisecond)))
+		ov = append(ov, replicationDefaults...)
+	}
+	ov = append(ov, c.opts.extra...)
+	return append(ov, extra...)
 }
 
 // broker returns the broker with the given id.
@@ -91,178 +161,228 @@ func (c *testCluster) running() []int32 {
 	return ids
 }
 
+// addrs lists the addresses of the running brokers.
+func (c *testCluster) addrs() []string {
+	var out []string
+	for _, id := range c.running() {
+		out = append(out, c.broker(id).Addr())
+	}
+	return out
+}
+
+// client is a kgo client seeded with every running broker, closed at test
+// cleanup.
+func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(30 * time.Second)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		c.t.Fatalf("kgo.NewClient: %v", err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (c *testCluster) admin() *kadm.Client { return kadm.NewClient(c.client()) }
+
+// request sends req to broker id itself.
+func (c *testCluster) request(id int32, timeout time.Duration, req kmsg.Request) (kmsg.Response, error) {
+	return c.requestTo(c.broker(id).Addr(), timeout, req)
+}
+
 // metadataFrom sends an all-topics Metadata request to broker id itself.
 func (c *testCluster) metadataFrom(id int32, timeout time.Duration) (*kmsg.MetadataResponse, error) {
-	resp, err := c.requestTo(c.broker(id).Addr(), timeout, kmsg.NewPtrMetadataRequest())
+	resp, err := c.request(id, timeout, kmsg.NewPtrMetadataRequest())
 	if err != nil {
 		return nil, fmt.Errorf("metadata from broker %d: %w", id, err)
 	}
 	return resp.(*kmsg.MetadataResponse), nil
 }
 
-// clusterView is what one broker's Metadata says about the cluster.
-type clusterView struct {
-	from       int32
-	brokers    []string // "id@host:port", sorted
-	controller int32
-	leaders    map[string][]int32 // topic -> leader per partition
+// mdPartition is one partition as a broker's Metadata describes it.
+type mdPartition struct {
+	Leader, LeaderEpoch int32
+	ISR                 []int32
+	Err                 int16
 }
 
-func viewOf(from int32, m *kmsg.MetadataResponse) clusterView {
-	v := clusterView{from: from, controller: m.ControllerID, leaders: map[string][]int32{}}
-	for _, b := range m.Brokers {
-		v.brokers = append(v.brokers, fmt.Sprintf("%d@%s:%d", b.NodeID, b.Host, b.Port))
+// mdLeaders returns broker id's view of topic's partitions.
+func (c *testCluster) mdLeaders(id int32, topic string) (map[int32]mdPartition, error) {
+	m, err := c.metadataFrom(id, time.Second)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(v.brokers)
 	for _, t := range m.Topics {
-		if t.Topic == nil {
+		if t.Topic == nil || *t.Topic != topic {
 			continue
 		}
-		ls := make([]int32, len(t.Partitions))
+		out := map[int32]mdPartition{}
 		for _, p := range t.Partitions {
-			if int(p.Partition) < len(ls) {
-				ls[p.Partition] = p.Leader
-			}
+			out[p.Partition] = mdPartition{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR, Err: p.ErrorCode}
 		}
-		v.leaders[*t.Topic] = ls
+		return out, nil
 	}
-	return v
+	return nil, fmt.Errorf("broker %d does not list topic %s", id, topic)
 }
 
-// key is the view's canonical text: equal keys, equal views.
-func (v clusterView) key() string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "brokers=%v controller=%d", v.brokers, v.controller)
-	names := make([]string, 0, len(v.leaders))
-	for n := range v.leaders {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(&sb, " %s=%v", n, v.leaders[n])
-	}
-	return sb.String()
+// ---- ZooKeeper ----
+
+// zkConn returns a go-zookeeper connection to the cluster's ZooKeeper (not
+// chrooted: see zkPath).
+func (c *testCluster) zkConn() *zk.Conn {
+	c.t.Helper()
+	return c.zkConnTo(c.t, c.zk.Addr())
 }
 
-func (v clusterView) hasBroker(id int32) bool {
-	prefix := strconv.Itoa(int(id)) + "@"
-	return slices.ContainsFunc(v.brokers, func(s string) bool { return strings.HasPrefix(s, prefix) })
+// zkPath is p (a path as Kafka names it) under the cluster's chroot.
+func (c *testCluster) zkPath(p string) string { return c.opts.chroot + p }
+
+// zkGet reads a znode; go-zookeeper retries while it reconnects.
+func (c *testCluster) zkGet(p string) ([]byte, *zk.Stat, error) {
+	return c.zkConn().Get(c.zkPath(p))
 }
 
-// leadCounts counts a topic's partitions per leader.
-func (v clusterView) leadCounts(topic string) map[int32]int {
-	out := map[int32]int{}
-	for _, l := range v.leaders[topic] {
-		out[l]++
-	}
-	return out
+func (c *testCluster) zkExists(p string) (bool, error) {
+	ok, _, err := c.zkConn().Exists(c.zkPath(p))
+	return ok, err
 }
 
-// views asks every running broker for its view.
-func (c *testCluster) views(timeout time.Duration) ([]clusterView, error) {
-	var out []clusterView
-	for _, id := range c.running() {
-		m, err := c.metadataFrom(id, timeout)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, viewOf(id, m))
-	}
-	return out, nil
-}
-
-// agreed returns the running brokers' common view, or an error naming a
-// disagreement.
-func (c *testCluster) agreed(timeout time.Duration) (clusterView, error) {
-	vs, err := c.views(timeout)
+// controller is the broker id in /controller, -1 when there is none.
+func (c *testCluster) controller() int32 {
+	data, _, err := c.zkGet("/controller")
 	if err != nil {
-		return clusterView{}, err
+		return -1
 	}
-	if len(vs) == 0 {
-		return clusterView{}, errors.New("no broker running")
+	var v struct {
+		BrokerID int32 `json:"brokerid"`
 	}
-	for _, v := range vs[1:] {
-		if v.key() != vs[0].key() {
-			return clusterView{}, fmt.Errorf("broker %d sees %s\nbroker %d sees %s", vs[0].from, vs[0].key(), v.from, v.key())
-		}
+	if json.Unmarshal(data, &v) != nil {
+		return -1
 	}
-	return vs[0], nil
+	return v.BrokerID
 }
 
-// waitAgreed polls until the running brokers agree on a view with a live
-// controller, every running broker listed, and that passes check.
-func (c *testCluster) waitAgreed(t testing.TB, within time.Duration, check func(clusterView) error) clusterView {
-	t.Helper()
-	var got clusterView
-	checkFor(t, within, 25*time.Millisecond, func() error {
-		v, err := c.agreed(time.Second)
+// controllerEpoch reads /controller_epoch.
+func (c *testCluster) controllerEpoch() int32 {
+	c.t.Helper()
+	data, _, err := c.zkGet("/controller_epoch")
+	if err != nil {
+		c.t.Fatalf("reading /controller_epoch: %v", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 32)
+	if err != nil {
+		c.t.Fatalf("/controller_epoch holds %q: %v", data, err)
+	}
+	return int32(n)
+}
+
+// brokerRegistered reports whether /brokers/ids/<id> exists.
+func (c *testCluster) brokerRegistered(id int32) bool {
+	ok, err := c.zkExists("/brokers/ids/" + strconv.Itoa(int(id)))
+	return err == nil && ok
+}
+
+// zkPartState is /brokers/topics/<t>/partitions/<p>/state, with the
+// znode's version (the partition epoch).
+type zkPartState struct {
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+	Version     int32   `json:"-"`
+}
+
+func (s zkPartState) String() string {
+	return fmt.Sprintf("leader=%d epoch=%d isr=%v v%d", s.Leader, s.LeaderEpoch, s.ISR, s.Version)
+}
+
+func (c *testCluster) partState(topic string, p int32) (zkPartState, error) {
+	data, st, err := c.zkGet(fmt.Sprintf("/brokers/topics/%s/partitions/%d/state", topic, p))
+	if err != nil {
+		return zkPartState{}, fmt.Errorf("state of %s-%d: %w", topic, p, err)
+	}
+	var s zkPartState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return zkPartState{}, fmt.Errorf("state of %s-%d %q: %w", topic, p, data, err)
+	}
+	s.Version = st.Version
+	return s, nil
+}
+
+func (c *testCluster) mustPartState(topic string, p int32) zkPartState {
+	c.t.Helper()
+	s, err := c.partState(topic, p)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+// waitPartState polls the partition's znode until check passes.
+func (c *testCluster) waitPartState(within time.Duration, topic string, p int32, check func(zkPartState) error) zkPartState {
+	c.t.Helper()
+	var got zkPartState
+	checkFor(c.t, within, 20*time.Millisecond, func() error {
+		s, err := c.partState(topic, p)
 		if err != nil {
 			return err
 		}
-		if err := c.sane(v); err != nil {
-			return err
+		if err := check(s); err != nil {
+			return fmt.Errorf("%s-%d: %w (state %s)", topic, p, err, s)
 		}
-		if check != nil {
-			if err := check(v); err != nil {
-				return fmt.Errorf("%w (view: %s)", err, v.key())
-			}
-		}
-		got = v
+		got = s
 		return nil
 	})
 	return got
 }
 
-// sane checks that v has a controller that is listed and lists every
-// running broker.
-func (c *testCluster) sane(v clusterView) error {
-	if v.controller < 0 || !v.hasBroker(v.controller) {
-		return fmt.Errorf("controller %d is not a listed broker (view: %s)", v.controller, v.key())
-	}
-	for _, id := range c.running() {
-		if !v.hasBroker(id) {
-			return fmt.Errorf("running broker %d is not listed (view: %s)", id, v.key())
+// fullISR is a waitPartState check: a leader and all n replicas in sync.
+func fullISR(n int) func(zkPartState) error {
+	return func(s zkPartState) error {
+		if s.Leader < 0 || len(s.ISR) != n {
+			return fmt.Errorf("want a leader and %d replicas in sync", n)
 		}
+		return nil
 	}
-	return nil
 }
 
-// zk returns a go-zookeeper connection to the cluster's ZooKeeper.
-func (c *testCluster) zkConn(t testing.TB) *zk.Conn {
-	t.Helper()
-	return c.zkConnTo(t, c.zk.Addr())
-}
-
-// zkPath is p (a path as Kafka names it) under the cluster's chroot.
-func (c *testCluster) zkPath(p string) string { return c.chroot + p }
-
-// zkGet reads a znode; go-zookeeper retries while it reconnects.
-func (c *testCluster) zkGet(t testing.TB, p string) ([]byte, *zk.Stat, error) {
-	return c.zkConn(t).Get(c.zkPath(p))
-}
-
-func (c *testCluster) zkExists(t testing.TB, p string) (bool, error) {
-	ok, _, err := c.zkConn(t).Exists(c.zkPath(p))
-	return ok, err
-}
-
-// controllerEpoch reads /controller_epoch.
-func (c *testCluster) controllerEpoch(t testing.TB) int32 {
-	t.Helper()
-	data, _, err := c.zkGet(t, "/controller_epoch")
+// replicasOf returns the assignment of topic's partition p (replica order).
+func (c *testCluster) replicasOf(topic string, p int32) []int32 {
+	c.t.Helper()
+	data, _, err := c.zkGet("/brokers/topics/" + topic)
 	if err != nil {
-		t.Fatalf("reading /controller_epoch: %v", err)
+		c.t.Fatalf("reading assignment of %s: %v", topic, err)
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 32)
-	if err != nil {
-		t.Fatalf("/controller_epoch holds %q: %v", data, err)
+	var a struct {
+		Partitions map[string][]int32 `json:"partitions"`
 	}
-	return int32(n)
+	if err := json.Unmarshal(data, &a); err != nil {
+		c.t.Fatalf("assignment of %s %q: %v", topic, data, err)
+	}
+	return a.Partitions[strconv.Itoa(int(p))]
 }
 
-// createTopic creates a topic with replication factor 1 through broker id
-// (franz-go sends it to the controller) and returns when the response came.
-func (c *testCluster) createTopic(t testing.TB, via int32, topic string, partitions int32, configs map[string]*string) time.Time {
+// ---- topics ----
+
+// createTopic creates topic with replication factor 3 and waits until every
+// partition has a full ISR in ZooKeeper and every running broker's Metadata
+// names the same leaders. It returns the partitions' states.
+func (c *testCluster) createTopic(topic string, partitions int32, configs map[string]*string) map[int32]zkPartState {
+	c.t.Helper()
+	ctx := testContext(c.t, 30*time.Second)
+	resp, err := c.admin().CreateTopic(ctx, partitions, 3, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		c.t.Fatalf("creating topic %s: %v", topic, err)
+	}
+	return c.waitSettled(30*time.Second, topic, partitions, 3)
+}
+
+// createTopicVia creates a topic with replication factor 1 through broker
+// via (franz-go sends it to the controller) and returns when the response
+// came.
+func (c *testCluster) createTopicVia(t testing.TB, via int32, topic string, partitions int32, configs map[string]*string) time.Time {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
 	resp, err := c.broker(via).Admin(t).CreateTopic(ctx, partitions, 1, configs, topic)
@@ -275,102 +395,90 @@ func (c *testCluster) createTopic(t testing.TB, via int32, topic string, partiti
 	return time.Now()
 }
 
-// allLed is a waitAgreed check: topic has partitions partitions, all led.
-func allLed(topic string, partitions int) func(clusterView) error {
-	return func(v clusterView) error {
-		ls, ok := v.leaders[topic]
-		if !ok {
-			return fmt.Errorf("topic %s not listed", topic)
+// waitSettled waits until every partition of topic has a leader and an ISR
+// of isr members in ZooKeeper, and every running broker's Metadata agrees
+// on the leaders and epochs.
+func (c *testCluster) waitSettled(within time.Duration, topic string, partitions int32, isr int) map[int32]zkPartState {
+	c.t.Helper()
+	states := map[int32]zkPartState{}
+	checkFor(c.t, within, 25*time.Millisecond, func() error {
+		for p := int32(0); p < partitions; p++ {
+			s, err := c.partState(topic, p)
+			if err != nil {
+				return err
+			}
+			if err := fullISR(isr)(s); err != nil {
+				return fmt.Errorf("%s-%d: %w (state %s)", topic, p, err, s)
+			}
+			states[p] = s
 		}
-		if len(ls) != partitions {
-			return fmt.Errorf("topic %s has %d partitions, want %d", topic, len(ls), partitions)
-		}
-		for p, l := range ls {
-			if l < 0 {
-				return fmt.Errorf("%s-%d has no leader", topic, p)
+		for _, id := range c.running() {
+			if err := c.leadersAgree(id, topic, states); err != nil {
+				return err
 			}
 		}
 		return nil
-	}
+	})
+	return states
 }
 
-// logContains reports whether a broker's output holds s.
-func logContains(b *Broker, s string) bool {
-	data, err := os.ReadFile(b.LogPath())
-	return err == nil && strings.Contains(string(data), s)
-}
-
-// adminAt is a kadm client seeded with the given brokers.
-func adminAt(t *testing.T, addrs ...string) *kadm.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(20*time.Second))
+// leadersAgree checks that broker id's Metadata gives topic's partitions
+// the leaders and leader epochs of states (read from ZooKeeper).
+func (c *testCluster) leadersAgree(id int32, topic string, states map[int32]zkPartState) error {
+	md, err := c.mdLeaders(id, topic)
 	if err != nil {
-		t.Fatalf("kgo.NewClient: %v", err)
+		return err
 	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
-// produceToPartitions produces n records to each of partitions of topic through the
-// brokers at addrs (manual partitioning) and returns them with the
-// acknowledged offsets.
-func produceToPartitions(t *testing.T, topic string, partitions []int32, n int, prefix string, addrs ...string) []rec {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(20*time.Second))
-	if err != nil {
-		t.Fatalf("kgo.NewClient: %v", err)
-	}
-	defer cl.Close()
-	ctx := testContext(t, 60*time.Second)
-	rs := makeRecords(prefix, n*len(partitions))
-	for i := range rs {
-		rs[i].Partition = partitions[i%len(partitions)]
-	}
-	var mu sync.Mutex
-	var firstErr error
-	for i := range rs {
-		kr := toKgo(rs[i], topic)
-		kr.Partition = rs[i].Partition
-		cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("record %d to partition %d: %w", i, r.Partition, err)
-				}
-				return
-			}
-			rs[i].Offset = r.Offset
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		t.Fatalf("flushing produces to %s: %v", topic, err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if firstErr != nil {
-		t.Fatalf("producing to %s: %v", topic, firstErr)
-	}
-	return rs
-}
-
-// consumeAndCompare reads every partition of topic from 0 to its end offset
-// through addr and compares with produced (which must be all the topic
-// holds).
-func consumeAndCompare(t *testing.T, addr, topic string, produced []rec) {
-	t.Helper()
-	adm := adminAt(t, addr)
-	ends := endOffsets(t, adm, topic)
-	counts := map[int32]int64{}
-	for _, r := range produced {
-		counts[r.Partition]++
-	}
-	for p, n := range counts {
-		if ends[p] != n {
-			t.Errorf("%s partition %d: end offset %d, want %d (records acknowledged there)", topic, p, ends[p], n)
+	for p, s := range states {
+		if m := md[p]; m.Leader != s.Leader || m.LeaderEpoch != s.LeaderEpoch {
+			return fmt.Errorf("broker %d: %s-%d leader %d epoch %d, ZooKeeper says %s", id, topic, p, m.Leader, m.LeaderEpoch, s)
 		}
 	}
-	consumed := consumeKgo(t, addr, topic, nil, ends, 60*time.Second)
-	compareRecords(t, produced, consumed, compareOpts{checkProducedOffsets: true})
+	return nil
+}
+
+// otherThan lists ids in 1..n except the given ones.
+func otherThan(n int, except ...int32) []int32 {
+	var out []int32
+	for id := int32(1); id <= int32(n); id++ {
+		if !slices.Contains(except, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// partitionLedBy returns a partition of states led by id, -1 if none.
+func partitionLedBy(states map[int32]zkPartState, id int32) int32 {
+	ps := make([]int32, 0, len(states))
+	for p := range states {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	for _, p := range ps {
+		if states[p].Leader == id {
+			return p
+		}
+	}
+	return -1
+}
+
+// partitionLedByOtherThan returns a partition of states whose leader is not
+// id, -1 if none.
+func partitionLedByOtherThan(states map[int32]zkPartState, id int32) int32 {
+	for p := int32(0); p < int32(len(states)); p++ {
+		if s, ok := states[p]; ok && s.Leader != id {
+			return p
+		}
+	}
+	return -1
+}
+
+// pauseFor stops a broker's process with SIGSTOP and resumes it with
+// SIGCONT after d: the pause itself is what the test is about, so it is a
+// timer, not a synchronisation.
+func pauseFor(b *Broker, d time.Duration) {
+	b.Signal(syscall.SIGSTOP)
+	time.Sleep(d) // the pause under test
+	b.Signal(syscall.SIGCONT)
 }

@@ -17,10 +17,10 @@ import (
 // every record are all there, and every broker reports the configs.
 func TestClusterFullRestart(t *testing.T) {
 	const partitions = 6
-	c := startCluster(t, 3, "/kbroker/restart")
-	c.createTopic(t, 2, "kept", partitions, nil)
+	c := startCluster(t, clusterOpts{brokers: 3, chroot: "/kbroker/restart"})
+	c.createTopicVia(t, 2, "kept", partitions, nil)
 	segBytes := "1048576"
-	c.createTopic(t, 3, "kept-created-with-config", 3, map[string]*string{"segment.bytes": &segBytes})
+	c.createTopicVia(t, 3, "kept-created-with-config", 3, map[string]*string{"segment.bytes": &segBytes})
 
 	adm := adminAt(t, c.broker(1).Addr())
 	ctx := testContext(t, 60*time.Second)
@@ -52,7 +52,7 @@ func TestClusterFullRestart(t *testing.T) {
 	ids := c.topicIDs(t)
 	produced := produceToPartitions(t, "kept", seq(partitions), 100, "kept", c.broker(1).Addr(), c.broker(2).Addr())
 	produced2 := produceToPartitions(t, "kept-created-with-config", seq(3), 100, "kept2", c.broker(3).Addr())
-	epoch := c.controllerEpoch(t)
+	epoch := c.controllerEpoch()
 
 	// Everything down: brokers first (a clean shutdown each), then
 	// ZooKeeper; then everything up again on the same data.
@@ -74,7 +74,7 @@ func TestClusterFullRestart(t *testing.T) {
 		return allLed("kept-created-with-config", 3)(v)
 	})
 	t.Logf("cluster serves again %v after ZooKeeper came back", time.Since(restarted).Round(time.Millisecond))
-	if got := c.controllerEpoch(t); got <= epoch {
+	if got := c.controllerEpoch(); got <= epoch {
 		t.Errorf("/controller_epoch is %d after the restart, want more than %d", got, epoch)
 	}
 	c.checkTopicConfigs(t, wantConfigs)

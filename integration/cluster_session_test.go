@@ -32,10 +32,10 @@ func testSessionExpiry(t *testing.T, victimIsController bool) {
 		partitions = 12
 		topic      = "frozen"
 	)
-	c := startCluster(t, 3, "/kbroker/sigstop")
-	c.createTopic(t, 1, topic, partitions, nil)
+	c := startCluster(t, clusterOpts{brokers: 3, chroot: "/kbroker/sigstop"})
+	c.createTopicVia(t, 1, topic, partitions, nil)
 	v0 := c.waitAgreed(t, clusterSettle, allLed(topic, partitions))
-	epoch := c.controllerEpoch(t)
+	epoch := c.controllerEpoch()
 	victim := v0.controller%3 + 1
 	if victimIsController {
 		victim = v0.controller
@@ -59,7 +59,7 @@ func testSessionExpiry(t *testing.T, victimIsController bool) {
 		}
 	}()
 	checkFor(t, clusterSession+clusterSessionSlack+5*time.Second, 20*time.Millisecond, func() error {
-		ok, err := c.zkExists(t, idPath)
+		ok, err := c.zkExists(idPath)
 		if err != nil || ok {
 			return fmt.Errorf("%s still exists (%v)", idPath, err)
 		}
@@ -87,7 +87,7 @@ func testSessionExpiry(t *testing.T, victimIsController bool) {
 		return nil
 	})
 	if victimIsController {
-		if got := c.controllerEpoch(t); got != epoch+1 {
+		if got := c.controllerEpoch(); got != epoch+1 {
 			t.Errorf("/controller_epoch is %d after the controller's session expired, want %d", got, epoch+1)
 		}
 	}
@@ -96,7 +96,7 @@ func testSessionExpiry(t *testing.T, victimIsController bool) {
 	resumed = true
 	cont := time.Now()
 	checkFor(t, clusterSession+clusterSessionSlack+10*time.Second, 20*time.Millisecond, func() error {
-		ok, err := c.zkExists(t, idPath)
+		ok, err := c.zkExists(idPath)
 		if err != nil || !ok {
 			return fmt.Errorf("%s does not exist again (%v)", idPath, err)
 		}
@@ -113,7 +113,7 @@ func testSessionExpiry(t *testing.T, victimIsController bool) {
 			t.Errorf("controller %d after the frozen controller returned, want %d (the one elected meanwhile)", back.controller, down.controller)
 		}
 	}
-	if got := c.controllerEpoch(t); victimIsController && got != epoch+1 || !victimIsController && got != epoch {
+	if got := c.controllerEpoch(); victimIsController && got != epoch+1 || !victimIsController && got != epoch {
 		t.Errorf("/controller_epoch is %d at the end, started at %d", got, epoch)
 	}
 	for p, l := range v0.leaders[topic] {

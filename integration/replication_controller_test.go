@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +27,7 @@ func TestReplicationControllerKilledDuringElection(t *testing.T) {
 		partitions = 8
 		session    = 2 * time.Second
 	)
-	c := startReplCluster(t, replOpts{brokers: 4, session: session, lag: 1500 * time.Millisecond})
+	c := startCluster(t, clusterOpts{brokers: 4, session: session, replicated: true, lag: 1500 * time.Millisecond})
 	before := c.createTopic(topic, partitions, nil)
 	ctrl := c.controller()
 	p := partitionLedByOtherThan(before, ctrl)
@@ -91,14 +90,8 @@ func TestReplicationControllerKilledDuringElection(t *testing.T) {
 			if len(md.Brokers) != len(survivors) {
 				return fmt.Errorf("broker %d lists %d brokers", id, len(md.Brokers))
 			}
-			view, err := c.mdLeaders(id, topic)
-			if err != nil {
+			if err := c.leadersAgree(id, topic, states); err != nil {
 				return err
-			}
-			for q, s := range states {
-				if v := view[q]; v.Leader != s.Leader || v.LeaderEpoch != s.LeaderEpoch {
-					return fmt.Errorf("broker %d: %s-%d leader %d epoch %d, ZooKeeper %s", id, topic, q, v.Leader, v.LeaderEpoch, s)
-				}
 			}
 		}
 		return nil
@@ -126,20 +119,6 @@ func TestReplicationControllerKilledDuringElection(t *testing.T) {
 	checkReadBack(t, c.readTopic(topic, 60*time.Second), acked)
 }
 
-// controllerEpoch reads /controller_epoch.
-func (c *replCluster) controllerEpoch() int32 {
-	c.t.Helper()
-	data, _, err := c.zkConn().Get("/controller_epoch")
-	if err != nil {
-		c.t.Fatalf("reading /controller_epoch: %v", err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 32)
-	if err != nil {
-		c.t.Fatalf("/controller_epoch holds %q", data)
-	}
-	return int32(n)
-}
-
 // TestReplicationControlledShutdown (issue 5, scenario 8): SIGTERM to a
 // broker leading partitions under acks=all load (session timeout 6 s, so
 // a failover by session expiry would show). Leadership moves before the
@@ -154,7 +133,7 @@ func TestReplicationControlledShutdown(t *testing.T) {
 		partitions = 3
 		session    = 6 * time.Second
 	)
-	c := startReplCluster(t, replOpts{brokers: 3, session: session, lag: 1500 * time.Millisecond})
+	c := startCluster(t, clusterOpts{brokers: 3, session: session, replicated: true, lag: 1500 * time.Millisecond})
 	before := c.createTopic(topic, partitions, nil)
 	victim := c.replicasOf(topic, 0)[0]
 	var led []int32

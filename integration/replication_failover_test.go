@@ -156,7 +156,7 @@ func TestReplicationKillLeaderUnderLoad(t *testing.T) {
 		partitions = 3
 		session    = 2 * time.Second
 	)
-	c := startReplCluster(t, replOpts{brokers: 3, session: session, lag: 1500 * time.Millisecond,
+	c := startCluster(t, clusterOpts{brokers: 3, session: session, replicated: true, lag: 1500 * time.Millisecond,
 		extra: []string{"auto.leader.rebalance.enable=true", "leader.imbalance.check.interval.seconds=1"}})
 	states := c.createTopic(topic, partitions, nil)
 	ctrl := c.controller()

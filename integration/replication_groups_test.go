@@ -25,7 +25,7 @@ func TestReplicationGroupOffsetsFailover(t *testing.T) {
 		partitions = 3
 		session    = 2 * time.Second
 	)
-	c := startReplCluster(t, replOpts{brokers: 3, session: session, lag: 1500 * time.Millisecond})
+	c := startCluster(t, clusterOpts{brokers: 3, session: session, replicated: true, lag: 1500 * time.Millisecond})
 	c.createTopic(topic, partitions, nil)
 	first := c.client()
 	firstAcked := produceKeyed(t, first, topic, "g1", 300)
@@ -166,7 +166,7 @@ func fetchCommitted(t *testing.T, adm *kadm.Client, group string) map[int32]int6
 // groupCoordinator returns the group's coordinator, waiting until it is
 // not `not`. Each try uses a fresh client: kgo keeps a coordinator it
 // cannot dial cached.
-func groupCoordinator(t *testing.T, c *replCluster, group string, not int32) int32 {
+func groupCoordinator(t *testing.T, c *testCluster, group string, not int32) int32 {
 	t.Helper()
 	var coord int32 = -1
 	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {

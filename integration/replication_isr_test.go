@@ -44,7 +44,7 @@ func holdFor(t testing.TB, d time.Duration, fn func() error) {
 // high watermark and no acknowledged record is missing.
 func TestReplicationISRShrinkExpand(t *testing.T) {
 	const topic = "isr"
-	c := startReplCluster(t, replOpts{brokers: 3, session: isrSession, lag: isrLag})
+	c := startCluster(t, clusterOpts{brokers: 3, session: isrSession, replicated: true, lag: isrLag})
 	st := c.createTopic(topic, 1, nil)[0]
 	leader, ctrl := st.Leader, c.controller()
 	// The paused follower must not be the controller: the leader's ISR
@@ -144,7 +144,7 @@ func TestReplicationISRShrinkExpand(t *testing.T) {
 // including what acks=1 wrote while the leader was alone.
 func TestReplicationNotEnoughReplicas(t *testing.T) {
 	const topic = "min-isr"
-	c := startReplCluster(t, replOpts{brokers: 3, session: isrSession, lag: isrLag})
+	c := startCluster(t, clusterOpts{brokers: 3, session: isrSession, replicated: true, lag: isrLag})
 	states := c.createTopic(topic, 3, nil)
 	// The leader must be the controller, which shrinks the ISR while both
 	// other brokers are paused.

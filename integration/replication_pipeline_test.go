@@ -19,7 +19,7 @@ func TestReplicationPipelinedProduce(t *testing.T) {
 	const topic = "pipelined"
 	// A long lag time: the paused followers stay in the ISR, so the
 	// acks=all requests wait for them rather than for an ISR shrink.
-	c := startReplCluster(t, replOpts{brokers: 3, session: isrSession, lag: 30 * time.Second})
+	c := startCluster(t, clusterOpts{brokers: 3, session: isrSession, replicated: true, lag: 30 * time.Second})
 	states := c.createTopic(topic, 1, nil)
 	leader := states[0].Leader
 	followers := otherThan(3, leader)
@@ -110,7 +110,7 @@ func TestReplicationPipelinedProduce(t *testing.T) {
 // delayed by it.
 func TestReplicationNewPartitionsNotHeldByLongPoll(t *testing.T) {
 	const fetchWait = 6 * time.Second
-	c := startReplCluster(t, replOpts{brokers: 3, session: isrSession, lag: 30 * time.Second,
+	c := startCluster(t, clusterOpts{brokers: 3, session: isrSession, replicated: true, lag: 30 * time.Second,
 		extra: []string{"replica.fetch.wait.max.ms=" + strconv.Itoa(int(fetchWait/time.Millisecond))}})
 	// Every broker follows every other one for this idle topic, so each
 	// follower has a fetch parked at each leader.

@@ -25,7 +25,7 @@ const (
 // staleSetup is a one-partition RF=3 topic whose only live replica is out
 // of sync: the ISR members (the old leader and one follower) are dead.
 type staleSetup struct {
-	c                    *replCluster
+	c                    *testCluster
 	topic                string
 	leader, stale, other int32
 	before               zkPartState // the state before anything happened
@@ -39,7 +39,7 @@ type staleSetup struct {
 // records, stop the load, kill -9 both ISR members, resume the stale one
 // and wait until the partition is offline (unclean election is off).
 func makeStale(t *testing.T, topic string) *staleSetup {
-	c := startReplCluster(t, replOpts{brokers: 3, session: uncleanSession, lag: uncleanLag})
+	c := startCluster(t, clusterOpts{brokers: 3, session: uncleanSession, replicated: true, lag: uncleanLag})
 	st := c.createTopic(topic, 1, nil)[0]
 	s := &staleSetup{c: c, topic: topic, leader: st.Leader, before: st}
 	ctrl := c.controller()
@@ -277,7 +277,7 @@ func TestReplicationUncleanElectionOn(t *testing.T) {
 // must cut offsets 50..54 and copy the new leader's 50..69.
 func TestReplicationDivergentSuffix(t *testing.T) {
 	const topic = "diverge"
-	c := startReplCluster(t, replOpts{brokers: 3, session: 3 * time.Second, lag: 4 * time.Second})
+	c := startCluster(t, clusterOpts{brokers: 3, session: 3 * time.Second, replicated: true, lag: 4 * time.Second})
 	st := c.createTopic(topic, 1, nil)[0]
 	old := st.Leader
 	followers := otherThan(3, old)

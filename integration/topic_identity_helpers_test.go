@@ -73,15 +73,8 @@ func tiLoops(t *testing.T) int {
 	return n
 }
 
-// tiCluster starts a 3-broker replication cluster for the topic identity
-// tests.
-func tiCluster(t *testing.T, session time.Duration) *replCluster {
-	t.Helper()
-	return startReplCluster(t, replOpts{brokers: 3, session: session, lag: tiLag})
-}
-
 // tiRoles returns the controller and the two other brokers (sorted).
-func tiRoles(t *testing.T, c *replCluster) (ctrl, a, b int32) {
+func tiRoles(t *testing.T, c *testCluster) (ctrl, a, b int32) {
 	t.Helper()
 	ctrl = c.controller()
 	if ctrl < 0 {
@@ -95,7 +88,7 @@ func tiRoles(t *testing.T, c *replCluster) (ctrl, a, b int32) {
 // written again; then checked.
 type tiRun struct {
 	t     *testing.T
-	c     *replCluster
+	c     *testCluster
 	topic string
 
 	oldID, newID string // base64url topic ids from ZooKeeper
@@ -117,7 +110,7 @@ type tiRun struct {
 }
 
 // newTIRun starts iteration i's run on topic.
-func newTIRun(t *testing.T, c *replCluster, topic string, i int) *tiRun {
+func newTIRun(t *testing.T, c *testCluster, topic string, i int) *tiRun {
 	n := 3 * tiGen1Records / 2
 	if i%2 == 1 {
 		n = tiGen1Records / 2
@@ -221,7 +214,7 @@ func (r *tiRun) toController(within time.Duration, req kmsg.Request, check func(
 
 // topicID reads the topic's id from /brokers/topics/<topic>.
 func (r *tiRun) topicID() (string, error) {
-	data, _, err := r.c.zkConn().Get("/brokers/topics/" + r.topic)
+	data, _, err := r.c.zkGet("/brokers/topics/" + r.topic)
 	if err != nil {
 		return "", fmt.Errorf("reading /brokers/topics/%s: %w", r.topic, err)
 	}
@@ -390,7 +383,7 @@ func (r *tiRun) createNew(assign [][]int32, except ...int32) {
 
 // metadataTopicID returns the id and partition count broker id's Metadata
 // gives topic.
-func (c *replCluster) metadataTopicID(id int32, topic string) (string, int, error) {
+func (c *testCluster) metadataTopicID(id int32, topic string) (string, int, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
@@ -483,8 +476,8 @@ func (r *tiRun) pauseAcross(id int32, during func()) {
 }
 
 // registrationZxid is the creation zxid of /brokers/ids/<id>, -1 if absent.
-func (c *replCluster) registrationZxid(id int32) int64 {
-	_, st, err := c.zkConn().Get("/brokers/ids/" + strconv.Itoa(int(id)))
+func (c *testCluster) registrationZxid(id int32) int64 {
+	_, st, err := c.zkGet("/brokers/ids/" + strconv.Itoa(int(id)))
 	if err != nil {
 		return -1
 	}

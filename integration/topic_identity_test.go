@@ -49,7 +49,7 @@ func tiIterate(t *testing.T, fn func(i int)) {
 // assignment and written to; then F resumes. F must drop the old
 // incarnation's 200 records and replicate the new one's from offset 0.
 func TestTopicIdentityFollowerPaused(t *testing.T) {
-	c := tiCluster(t, tiPauseSession)
+	c := startCluster(t, clusterOpts{brokers: 3, session: tiPauseSession, replicated: true, lag: tiLag})
 	tiIterate(t, func(i int) {
 		ctrl, leader, f := tiRoles(t, c)
 		r := newTIRun(t, c, fmt.Sprintf("ti-follower-paused-%d", i), i)
@@ -73,7 +73,7 @@ func TestTopicIdentityFollowerPaused(t *testing.T) {
 // written to, and the follower restarts on its data directory, where the
 // old incarnation's partition directory waits under the same name.
 func TestTopicIdentityFollowerKilled(t *testing.T) {
-	c := tiCluster(t, tiKillSession)
+	c := startCluster(t, clusterOpts{brokers: 3, session: tiKillSession, replicated: true, lag: tiLag})
 	tiIterate(t, func(i int) {
 		ctrl, leader, f := tiRoles(t, c)
 		r := newTIRun(t, c, fmt.Sprintf("ti-follower-killed-%d", i), i)
@@ -100,7 +100,7 @@ func TestTopicIdentityFollowerKilled(t *testing.T) {
 // followers would copy the deleted records. In the others L is a follower
 // of the new one.
 func TestTopicIdentityLeaderPaused(t *testing.T) {
-	c := tiCluster(t, tiPauseSession)
+	c := startCluster(t, clusterOpts{brokers: 3, session: tiPauseSession, replicated: true, lag: tiLag})
 	tiIterate(t, func(i int) {
 		ctrl, leader, f := tiRoles(t, c)
 		r := newTIRun(t, c, fmt.Sprintf("ti-leader-paused-%d", i), i)
@@ -129,7 +129,7 @@ func TestTopicIdentityLeaderPaused(t *testing.T) {
 //   - restarted before the re-creation, which then includes it (RF 3): it
 //     must replace its old replica.
 func TestTopicIdentityControllerKilled(t *testing.T) {
-	c := tiCluster(t, tiKillSession)
+	c := startCluster(t, clusterOpts{brokers: 3, session: tiKillSession, replicated: true, lag: tiLag})
 	tiIterate(t, func(i int) {
 		// Restarted after the re-creation.
 		ctrl, a, b := tiRoles(t, c)
@@ -182,7 +182,7 @@ func TestTopicIdentityControllerKilled(t *testing.T) {
 //   - 1 partition RF 2 (P a follower) -> 3 partitions RF 3: P must replace
 //     its partition 0 and create 1 and 2 (it is the first leader of 1).
 func TestTopicIdentityRecreateResized(t *testing.T) {
-	c := tiCluster(t, tiPauseSession)
+	c := startCluster(t, clusterOpts{brokers: 3, session: tiPauseSession, replicated: true, lag: tiLag})
 	tiIterate(t, func(i int) {
 		ctrl, l, p := tiRoles(t, c)
 		wide := [][]int32{{l, p, ctrl}, {p, ctrl, l}, {ctrl, l, p}}

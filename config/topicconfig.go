@@ -91,6 +91,12 @@ func CleanupPolicyDeletes(policy string) bool {
 	return slices.Contains(SplitList(policy), CleanupDelete)
 }
 
+// CleanupPolicyCompacts reports whether a log with this cleanup.policy is
+// compacted (Kafka's LogConfig.compact): every record must then have a key.
+func CleanupPolicyCompacts(policy string) bool {
+	return slices.Contains(SplitList(policy), CleanupCompact)
+}
+
 // MillisDuration turns a topic config's milliseconds (retention.ms,
 // segment.ms, flush.ms) into a Duration. ok is false when n is negative or
 // too large for a Duration (beyond about 292 years, e.g. Long.MAX_VALUE,

@@ -30,6 +30,8 @@ type PartitionConfig struct {
 	LogAppendTime       bool // message.timestamp.type=LogAppendTime
 	MaxMessageBytes     int32
 	UncleanLeaderElect  bool
+	// Compacted: cleanup.policy has compact, so every record needs a key.
+	Compacted bool
 	RetentionCheckEvery time.Duration
 }
 
@@ -383,6 +385,14 @@ func (p *Partition) enforceRetention(now time.Time) error {
 	p.mu.Unlock()
 	_, err := p.log.DeleteOldSegments(now, hw)
 	return err
+}
+
+// Compacted reports whether the topic is compacted (every record needs a
+// key).
+func (p *Partition) Compacted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Compacted
 }
 
 // MaxMessageBytes is the topic's max.message.bytes.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +23,10 @@ import (
 // * Each batch is validated (length, CRC-32C, counts, max.message.bytes)
 //   before anything is written; the broker sets only base offset and
 //   partition leader epoch, so batches stay byte-for-byte as sent.
+// * On a compacted topic (cleanup.policy has compact) every record needs a
+//   key: a keyless one gets INVALID_RECORD (with the record indexes in
+//   ErrorRecords, v8+) and nothing of the partition's batches is appended,
+//   as Kafka's LogValidator.
 // * acks=-1 waits until the high watermark passes the batch or
 //   TimeoutMillis passes; acks=0 gets no response at all.
 //
@@ -91,6 +96,15 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 				setErr(err)
 				continue
 			}
+			if part.Compacted() {
+				if recordErrs, err := keylessRecords(batches, rt.Topic, rp.Partition); err != nil {
+					setErr(err)
+					if req.Version >= 8 {
+						sp.ErrorRecords = recordErrs
+					}
+					continue
+				}
+			}
 			res, err := part.AppendAsLeader(batches, headers, req.Acks, now)
 			if err != nil {
 				setErr(err)
@@ -132,6 +146,35 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 		}
 	}
 	return resp, nil
+}
+
+// keylessRecords checks that every record of batches has a key, as Kafka's
+// LogValidator does for a compacted topic: a keyless record could never be
+// compacted away. On failure nothing is appended and the answer is
+// INVALID_RECORD with the offending records' indexes (Produce v8+).
+func keylessRecords(batches [][]byte, topic string, partition int32) ([]kmsg.ProduceResponseTopicPartitionErrorRecord, error) {
+	msg := fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, partition)
+	var recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord
+	index := int32(0)
+	for _, batch := range batches {
+		err := recordbatch.ForEachRecord(batch, func(r recordbatch.DecodedRecord) error {
+			if r.Key == nil {
+				re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				re.RelativeOffset = index
+				re.ErrorMessage = &msg
+				recordErrs = append(recordErrs, re)
+			}
+			index++
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+		}
+	}
+	if len(recordErrs) == 0 {
+		return nil, nil
+	}
+	return recordErrs, fmt.Errorf("%w: One or more records have been rejected due to %d record errors in total: %s", kerr.InvalidRecord, len(recordErrs), msg)
 }
 
 // produceTarget finds the partition a produce goes to, creating the topic

@@ -55,5 +55,6 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 		MaxMessageBytes:   int32(num("max.message.bytes")),
 	}
 	pc.UncleanLeaderElect = eff["unclean.leader.election.enable"] == "true"
+	pc.Compacted = config.CleanupPolicyCompacts(eff["cleanup.policy"])
 	return pc, firstErr
 }

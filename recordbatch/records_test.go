@@ -1,0 +1,122 @@
+package recordbatch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// compressBatch re-encodes an uncompressed batch with codec (xerial: snappy
+// in the Java client's framing), fixing length, attributes and CRC.
+func compressBatch(t *testing.T, batch []byte, codec int8, xerial bool) []byte {
+	t.Helper()
+	body := batch[HeaderSize:]
+	var buf bytes.Buffer
+	switch codec {
+	case CompressionGzip:
+		w := gzip.NewWriter(&buf)
+		w.Write(body)
+		w.Close()
+	case CompressionSnappy:
+		if !xerial {
+			buf.Write(snappy.Encode(nil, body))
+			break
+		}
+		buf.Write(xerialHeader)
+		buf.Write([]byte{0, 0, 0, 1, 0, 0, 0, 1})
+		for len(body) > 0 { // two chunks, to cover the chunk loop
+			n := min(len(body), 40)
+			chunk := snappy.Encode(nil, body[:n])
+			buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(chunk))))
+			buf.Write(chunk)
+			body = body[n:]
+		}
+	case CompressionLZ4:
+		w := lz4.NewWriter(&buf)
+		w.Write(body)
+		w.Close()
+	case CompressionZstd:
+		w, _ := zstd.NewWriter(&buf)
+		w.Write(body)
+		w.Close()
+	}
+	out := append(slices.Clone(batch[:HeaderSize]), buf.Bytes()...)
+	binary.BigEndian.PutUint32(out[offLength:], uint32(len(out)-LogOverhead))
+	binary.BigEndian.PutUint16(out[offAttributes:], uint16(codec))
+	SetCRC(out)
+	if _, err := Validate(out); err != nil {
+		t.Fatalf("compressed batch does not validate: %v", err)
+	}
+	return out
+}
+
+func sampleRecords() []Record {
+	return []Record{
+		{Key: []byte("k1"), Value: []byte("v1"), TimestampDelta: 0, Headers: []RecordHeader{{Key: "h", Value: []byte("x")}}},
+		{Key: nil, Value: []byte("keyless"), TimestampDelta: 5},
+		{Key: []byte("k3"), Value: nil, TimestampDelta: 9}, // a tombstone
+		{Key: []byte{}, Value: bytes.Repeat([]byte("z"), 300), TimestampDelta: 12},
+	}
+}
+
+func TestForEachRecordEveryCodec(t *testing.T) {
+	plain := Build(NoProducer(), sampleRecords())
+	for _, c := range []struct {
+		name   string
+		codec  int8
+		xerial bool
+	}{{"none", CompressionNone, false}, {"gzip", CompressionGzip, false}, {"snappy", CompressionSnappy, false},
+		{"snappy-xerial", CompressionSnappy, true}, {"lz4", CompressionLZ4, false}, {"zstd", CompressionZstd, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			batch := plain
+			if c.codec != CompressionNone {
+				batch = compressBatch(t, plain, c.codec, c.xerial)
+			}
+			var got []DecodedRecord
+			if err := ForEachRecord(batch, func(r DecodedRecord) error { got = append(got, r); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			want := sampleRecords()
+			if len(got) != len(want) {
+				t.Fatalf("%d records, want %d", len(got), len(want))
+			}
+			for i, r := range got {
+				w := want[i]
+				if r.OffsetDelta != int32(i) || r.TimestampDelta != w.TimestampDelta || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) ||
+					!bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) || len(r.Headers) != len(w.Headers) {
+					t.Fatalf("record %d = %+v, want %+v", i, r, w)
+				}
+			}
+		})
+	}
+}
+
+// Damaged input is an error, never a panic or a huge allocation.
+func TestForEachRecordDamaged(t *testing.T) {
+	plain := Build(NoProducer(), sampleRecords())
+	for _, codec := range []int8{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+		batch := plain
+		if codec != CompressionNone {
+			batch = compressBatch(t, plain, codec, false)
+		}
+		for cut := HeaderSize; cut < len(batch); cut += max(1, (len(batch)-HeaderSize)/37) {
+			short := slices.Clone(batch[:cut])
+			binary.BigEndian.PutUint32(short[offLength:], uint32(len(short)-LogOverhead))
+			err := ForEachRecord(short, func(DecodedRecord) error { return nil })
+			if err == nil {
+				t.Errorf("codec %d cut at %d of %d: no error", codec, cut, len(batch))
+			}
+		}
+	}
+	stop := errors.New("stop")
+	if err := ForEachRecord(plain, func(DecodedRecord) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("fn's error not returned: %v", err)
+	}
+}

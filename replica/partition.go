@@ -25,13 +25,13 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 
 // PartitionConfig is the per-topic configuration a partition acts on.
 type PartitionConfig struct {
-	Log                 segment.Config
-	MinInsyncReplicas   int32
-	LogAppendTime       bool // message.timestamp.type=LogAppendTime
-	MaxMessageBytes     int32
-	UncleanLeaderElect  bool
+	Log                segment.Config
+	MinInsyncReplicas  int32
+	LogAppendTime      bool // message.timestamp.type=LogAppendTime
+	MaxMessageBytes    int32
+	UncleanLeaderElect bool
 	// Compacted: cleanup.policy has compact, so every record needs a key.
-	Compacted bool
+	Compacted           bool
 	RetentionCheckEvery time.Duration
 }
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -149,7 +150,17 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := &Topic{Name: name, ID: assignment.ID, Configs: configs, Partitions: make([]PartitionState, len(assignment.Partitions))}
+		if assignment.ID.IsZero() {
+			// A topic made before topic ids (Kafka < 2.8, or another
+			// tool): give it one, as Kafka's controller does, so that
+			// replicas fetch and change its ISR by id.
+			assignment.ID = zk.TopicID(newTopicID())
+			if err := store.SetTopicAssignment(ctx, a.epochZkVersion, name, assignment); err != nil {
+				return nil, a.storeErr(err)
+			}
+			a.c.logger.Info("gave a topic without an id one", "topic", name, "topic_id", assignment.ID.String())
+		}
+		t := &Topic{Name: name, ID: [16]byte(assignment.ID), Configs: configs, Partitions: make([]PartitionState, len(assignment.Partitions))}
 		if len(configs) == 0 {
 			t.Configs = nil
 		}
@@ -284,15 +295,20 @@ func (a *active) writeStatesLocked(ctx context.Context, next *Metadata, updates 
 	return nil
 }
 
-// publishLocked makes next the view and sends it to every live broker.
+// publishLocked makes next the view and sends it to every live broker. A
+// controller that was stopped publishes nothing.
 func (a *active) publishLocked(next *Metadata) {
+	if a.ctx.Err() != nil {
+		return
+	}
 	for _, t := range next.Topics {
 		for p := range t.Partitions {
 			t.Partitions[p].PartitionEpoch = a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: int32(p)}]
 		}
 	}
-	// Deleted topics every replica confirmed leave the views.
-	next.DeletedTopicIDs = slices.DeleteFunc(next.DeletedTopicIDs, func(id [16]byte) bool { return a.deleted[id] == nil })
+	// Every view names every deleted topic some replica has not confirmed
+	// (no bound: each must reach every replica); confirmed ones leave.
+	next.DeletedTopicIDs = slices.SortedFunc(maps.Keys(a.deleted), func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
 	a.seq++
 	next.Sequence = a.seq
 	a.md = next

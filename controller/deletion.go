@@ -31,11 +31,18 @@ func (a *active) deleteTopic(name string) error {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
 	defer cancel()
-	if err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, name, &tombstone); err != nil {
+	err := a.c.store.DeleteTopic(ctx, a.epochZkVersion, name, &tombstone)
+	if errors.Is(err, zk.ErrTopicNotFound) {
+		// Gone from the store already (an earlier attempt that failed
+		// after its first transaction, which wrote the tombstone): finish
+		// the deletion here.
+		a.c.logger.Warn("deleted topic was already gone from the store", "topic", name)
+		err = nil
+	}
+	if err != nil {
 		return a.storeErr(err)
 	}
 	next := a.md.clone()
-	next.markDeleted(next.Topics[name].ID)
 	delete(next.Topics, name)
 	a.deleted[tombstone.ID] = &tombstone
 	for tp := range a.zkVersions {
@@ -70,7 +77,6 @@ func (a *active) loadDeleted(ctx context.Context, md *Metadata) error {
 			}
 		}
 		a.deleted[[16]byte(d.ID)] = &d
-		md.markDeleted([16]byte(d.ID))
 	}
 	return nil
 }

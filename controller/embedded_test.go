@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -67,6 +68,15 @@ func TestEmbeddedReadsPreviousReleaseState(t *testing.T) {
 	}
 	if p := o.Partitions[1]; p.Leader != 0 || p.LeaderEpoch != 2 || !slices.Equal(p.ISR, []int32{0}) {
 		t.Fatalf("orders-1 = %+v, want leader 0 at epoch 2", p)
+	}
+	// The deleted topic id it kept is a pending deletion: named by the
+	// view (so the broker removes any log of it), then confirmed (no
+	// replica here) and forgotten by the store.
+	if !md.IsDeleted([16]byte{9, 9, 9, 9, 9, 9, 73, 9, 137, 9, 9, 9, 9, 9, 9, 9}) {
+		t.Fatalf("deleted topic ids %x: the old release's deleted id is not pending", md.DeletedTopicIDs)
+	}
+	if pending, err := c.store.DeletedTopics(context.Background()); err != nil || len(pending) != 0 {
+		t.Fatalf("pending deletions after confirmation: %+v, %v", pending, err)
 	}
 	id, err := c.AllocateProducerID()
 	if err != nil || id < 2000 {

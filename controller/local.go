@@ -79,6 +79,15 @@ func openLocalStore(dir string, self BrokerInfo) (*localStore, error) {
 			}
 		}
 	}
+	// The previous release kept deleted topic ids in the view it stored;
+	// they become pending deletions, so their logs are removed if any are
+	// left.
+	for _, id := range md.DeletedTopicIDs {
+		if !slices.ContainsFunc(st.DeletedTopics, func(d localDeletedTopic) bool { return d.ID == id }) {
+			st.DeletedTopics = append(st.DeletedTopics, localDeletedTopic{ID: id, Pending: []int32{self.ID}})
+		}
+	}
+	md.DeletedTopicIDs = nil
 	st.Metadata = md
 	if err := s.save(st); err != nil {
 		return nil, err

@@ -46,30 +46,19 @@ type Metadata struct {
 	ControllerID int32             `json:"controller_id"`
 	Brokers      []BrokerInfo      `json:"brokers"`
 	Topics       map[string]*Topic `json:"topics"`
-	// DeletedTopicIDs are topics deleted by DeleteTopics (newest last, at
-	// most maxDeletedTopicIDs): brokers delete the data of these only. A
-	// topic merely absent from a view (a damaged znode, a view from an
-	// older controller) keeps its data.
+	// DeletedTopicIDs are the deleted topics some replica has not yet
+	// confirmed (sorted): brokers delete every replica of these. A topic
+	// merely absent from a view (a damaged znode, a view from an older
+	// controller) keeps its data.
 	DeletedTopicIDs [][16]byte `json:"deleted_topic_ids,omitempty"`
 	// Sequence numbers the views one controller epoch publishes, so a
 	// broker never applies an older view after a newer one.
 	Sequence uint64 `json:"-"`
 }
 
-// maxDeletedTopicIDs bounds Metadata.DeletedTopicIDs.
-const maxDeletedTopicIDs = 1000
-
 // IsDeleted reports whether the topic with id was deleted.
 func (m *Metadata) IsDeleted(id [16]byte) bool {
 	return slices.Contains(m.DeletedTopicIDs, id)
-}
-
-// markDeleted records a deleted topic id.
-func (m *Metadata) markDeleted(id [16]byte) {
-	m.DeletedTopicIDs = append(m.DeletedTopicIDs, id)
-	if n := len(m.DeletedTopicIDs); n > maxDeletedTopicIDs {
-		m.DeletedTopicIDs = slices.Clone(m.DeletedTopicIDs[n-maxDeletedTopicIDs:])
-	}
 }
 
 // Broker returns the broker with id.

@@ -386,3 +386,52 @@ func TestControllerScenarioLocalStore(t *testing.T) { runScenario(t, newLocalEnv
 // TestControllerScenarioZooKeeper runs the same table on a real ZooKeeper
 // (skipped without one unless KBROKER_REQUIRE_ZK=1).
 func TestControllerScenarioZooKeeper(t *testing.T) { runScenario(t, newZKEnv(t)) }
+
+// A topic made without a topic id (Kafka before 2.8, or another tool) is
+// given one by the controller and written back, so replicas can fetch and
+// change its ISR by id.
+func TestControllerGivesTopicsIDs(t *testing.T) {
+	srv := zktest.Start(t)
+	conn, _, err := gozk.Connect([]string{srv.Addr()}, 5*time.Second, gozk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	acl := gozk.WorldACL(gozk.PermAll)
+	for _, p := range []string{"/ids", "/ids/brokers", "/ids/brokers/topics"} {
+		if _, err := conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Create("/ids/brokers/topics/legacy", []byte(`{"version":2,"partitions":{"0":[1]},"adding_replicas":{},"removing_replicas":{}}`), 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := NewCluster(ctx, ClusterConfig{Self: scenarioBroker(1), ZookeeperConnect: srv.Addr() + "/ids", SessionTimeout: 4 * time.Second, ConnectionTimeout: 10 * time.Second}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for c.Metadata().Topics["legacy"] == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no view with the topic")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	id := c.Metadata().Topics["legacy"].ID
+	if id == ([16]byte{}) {
+		t.Fatal("the topic still has no id")
+	}
+	data, _, err := conn.Get("/ids/brokers/topics/legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"topic_id":"` + zk.TopicID(id).String() + `"`; !strings.Contains(string(data), want) {
+		t.Fatalf("topic znode %s does not record %s", data, want)
+	}
+}

@@ -40,6 +40,9 @@ func TestNewIncarnationReplacesOpenPartition(t *testing.T) {
 	if _, err := old.AppendAsLeader(b, h, -1, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.writeHWCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
 	// The new incarnation starts over at leader epoch 0, below the old
 	// one's: it must still be taken.
 	p, err := m.MakeFollower(tp, newID, 1, 0, "127.0.0.1:1", testConfig())
@@ -51,6 +54,11 @@ func TestNewIncarnationReplacesOpenPartition(t *testing.T) {
 	}
 	if st := p.State(); st.LogEndOffset != 0 || st.LogStartOffset != 0 || st.HighWatermark != 0 {
 		t.Fatalf("new incarnation state %+v, want an empty log", st)
+	}
+	// The old incarnation's high watermark is gone from the checkpoint at
+	// once: after a crash the new one must not start from it.
+	if hw, err := readHWCheckpoint(dir); err != nil || hw[tp] != 0 {
+		t.Fatalf("checkpoint after the replacement: %v %v, want no high watermark 5 for %v", hw, err, tp)
 	}
 	if id, ok, err := readPartitionTopicID(m.PartitionDir(tp)); err != nil || !ok || id != newID {
 		t.Fatalf("partition.metadata = %x %v %v, want %x", id, ok, err, newID)

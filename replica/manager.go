@@ -101,6 +101,13 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		logger.Warn("unreadable high watermark checkpoint; high watermarks restart at the log start", "err", err)
 		hw = map[TopicPartition]int64{}
 	}
+	removed, err := segment.RemoveDeleted(cfg.LogDir)
+	if len(removed) > 0 {
+		logger.Info("removed log directories a deletion left", "dirs", removed)
+	}
+	if err != nil {
+		logger.Warn("removing log directories a deletion left failed", "err", err)
+	}
 	stored, err := scanStored(cfg.LogDir)
 	if err != nil {
 		return nil, err
@@ -181,6 +188,7 @@ func (m *Manager) open(tp TopicPartition, topicID [16]byte, cfg PartitionConfig)
 			old.logger.Warn("replica belongs to an earlier topic of the same name: deleting it",
 				"old_topic_id", topicIDString(old.topicID), "topic_id", topicIDString(topicID))
 			err := m.retire(old, true)
+			m.afterDelete(tp, old.topicID, err)
 			m.doneRetiring(tp, done)
 			if err != nil {
 				return nil, err
@@ -225,7 +233,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		// while this broker did not hear of it.
 		m.logger.Warn("log belongs to a deleted topic of the same name: removing it", "partition", tp.String(),
 			"old_topic_id", topicIDString(recorded), "topic_id", topicIDString(topicID))
-		if err := os.RemoveAll(dir); err != nil {
+		if err := segment.RemoveDir(dir); err != nil {
 			return nil, fmt.Errorf("remove stale log of %s: %w", tp, err)
 		}
 		delete(m.hwAtStart, tp)
@@ -361,17 +369,46 @@ func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 		m.mu.Unlock()
 		return nil
 	}
+	storedID := m.stored[tp]
 	done := m.startRetiringLocked(tp)
 	m.mu.Unlock()
 	defer m.doneRetiring(tp, done)
 	if !ok {
 		m.logger.Info("deleting stored log of a deleted topic", "partition", tp.String())
-		if err := os.RemoveAll(m.PartitionDir(tp)); err != nil {
-			return fmt.Errorf("delete stored log of %s: %w", tp, err)
+		err := segment.RemoveDir(m.PartitionDir(tp))
+		if err != nil {
+			err = fmt.Errorf("delete stored log of %s: %w", tp, err)
 		}
-		return nil
+		m.afterDelete(tp, storedID, err)
+		return err
 	}
-	return m.retire(p, deleteData)
+	err := m.retire(p, deleteData)
+	if deleteData {
+		m.afterDelete(tp, p.topicID, err)
+	}
+	return err
+}
+
+// afterDelete follows the deletion of tp's log. When it failed and the
+// directory is still under the partition's name, tp is listed as stored
+// again, so the broker does not confirm the deletion and retries it with
+// the next view. Else the high watermark checkpoint is rewritten at once: a
+// new topic of the same name must not start from the old one's high
+// watermark after a crash.
+func (m *Manager) afterDelete(tp TopicPartition, topicID [16]byte, err error) {
+	if err != nil {
+		if _, serr := os.Stat(m.PartitionDir(tp)); serr == nil {
+			m.mu.Lock()
+			if _, open := m.partitions[tp]; !open {
+				m.stored[tp] = topicID
+			}
+			m.mu.Unlock()
+		}
+		return
+	}
+	if werr := m.writeHWCheckpoint(); werr != nil {
+		m.logger.Warn("writing the high watermark checkpoint after a deletion failed", "partition", tp.String(), "err", werr)
+	}
 }
 
 // retire stops p, no longer in m.partitions: its fetcher stops, it

@@ -10,12 +10,15 @@
 package segment
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -401,13 +404,65 @@ func (l *Log) Close() error {
 	return err
 }
 
-// Delete closes the log and removes its directory.
+// Delete closes the log and removes its directory (RemoveDir).
 func (l *Log) Delete() error {
 	cerr := l.Close()
-	if err := os.RemoveAll(l.dir); err != nil {
+	if err := RemoveDir(l.dir); err != nil {
 		return errors.Join(cerr, l.errorf("delete: %w", err))
 	}
 	return nil
+}
+
+// DeleteSuffix ends the name of a log directory being deleted, as Kafka's
+// "<topic>-<partition>.<id>-delete": no partition is ever opened from it.
+const DeleteSuffix = "-delete"
+
+// RemoveDir deletes a log directory as Kafka does: first an atomic rename
+// to "<dir>.<random>-delete" (synced in the parent), then the removal. A
+// crash or a failure part way never leaves a half-deleted directory under
+// the partition's name, where a later topic of the same name could adopt
+// its remaining segments; a leftover "-delete" directory is removed at the
+// next start (RemoveDeleted). A dir that does not exist is no error.
+func RemoveDir(dir string) error {
+	var suffix [8]byte
+	rand.Read(suffix[:])
+	doomed := dir + "." + hex.EncodeToString(suffix[:]) + DeleteSuffix
+	if err := os.Rename(dir, doomed); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("rename %s for deletion: %w", dir, err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("rename %s for deletion: %w", dir, err)
+	}
+	if err := os.RemoveAll(doomed); err != nil {
+		return fmt.Errorf("remove %s: %w", doomed, err)
+	}
+	return nil
+}
+
+// RemoveDeleted removes the "-delete" directories a deletion left in
+// parent (a crash between the rename and the removal). It returns what it
+// removed.
+func RemoveDeleted(parent string) ([]string, error) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", parent, err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), DeleteSuffix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
 }
 
 // AssignEpoch is Kafka's LeaderEpochFileCache.assign: (epoch, startOffset)

@@ -598,3 +598,42 @@ func preallocatedIndexSize(cfg Config) int64 {
 	n := int64(cfg.normalized().MaxIndexBytes)
 	return n - n%offsetIndexEntrySize
 }
+
+// A log directory is deleted by a rename out of the partition's name first:
+// a leftover "-delete" directory is never a partition and goes at the next
+// start.
+func TestRemoveDirRenamesFirst(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "t-0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveDir(dir); err != nil {
+		t.Fatalf("removing a missing dir: %v", err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Fatalf("left %v", entries)
+	}
+	// A crash between rename and removal leaves t-1.<id>-delete.
+	left := filepath.Join(parent, "t-1.0123456789abcdef"+DeleteSuffix)
+	if err := os.MkdirAll(filepath.Join(left, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(parent, "t-2")
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveDeleted(parent)
+	if err != nil || len(removed) != 1 || removed[0] != filepath.Base(left) {
+		t.Fatalf("RemoveDeleted = %v, %v", removed, err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("a partition directory was removed: %v", err)
+	}
+}

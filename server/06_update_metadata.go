@@ -41,10 +41,15 @@ func handleUpdateMetadata(_ context.Context, b *Broker, _ *requestContext, kreq 
 		return resp, nil
 	}
 	if b.holdsDeleted(md.DeletedTopicIDs) {
-		// A replica of a deleted topic could not be removed: no
-		// acknowledgement, so the controller keeps the deletion pending
+		// A deletion failed (or this view repeats one already applied):
+		// apply the current view again, which retries it. While a
+		// replica of a deleted topic remains there is no
+		// acknowledgement: the controller keeps the deletion pending
 		// and sends the view again.
-		resp.ErrorCode = kerr.KafkaStorageError.Code
+		b.applyMetadata(b.controller.Metadata())
+		if b.holdsDeleted(md.DeletedTopicIDs) {
+			resp.ErrorCode = kerr.KafkaStorageError.Code
+		}
 	}
 	return resp, nil
 }

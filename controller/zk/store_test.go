@@ -548,6 +548,18 @@ func TestTopicsAndPartitionStates(t *testing.T) {
 	if err := s.CreateTopic(ctx, v, NewTopic{Name: "bad", ID: TopicID{3}, Assignment: map[int32][]int32{1: {1}}}); err == nil {
 		t.Fatal("topic without partition 0 accepted")
 	}
+	// A deletion whose tombstone an earlier attempt already wrote (or a
+	// transaction replayed after a lost connection) still completes.
+	replayed := DeletedTopic{ID: TopicID{2}, Topic: "orders", Pending: []int32{1}}
+	if _, err := raw.Create(DeletedTopicPath(replayed.ID), EncodeDeletedTopic(replayed), 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTopic(ctx, v, "orders", &replayed); err != nil {
+		t.Fatalf("delete with its tombstone already written: %v", err)
+	}
+	if ok, _, err := raw.Exists("/brokers/topics/orders"); ok || err != nil {
+		t.Fatalf("topic still there (%v)", err)
+	}
 }
 
 func TestProducerIDBlocksDoNotOverlap(t *testing.T) {

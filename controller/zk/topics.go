@@ -229,6 +229,10 @@ func (s *Store) DeleteTopic(ctx context.Context, epochZkVersion int32, topic str
 			return nil
 		}
 		var me *MultiError
+		if errors.As(err, &me) && tombstone != nil && me.Path == s.abs(DeletedTopicPath(tombstone.ID)) && errors.Is(me.Err, gozk.ErrNodeExists) && attempt < 3 {
+			tombstone = nil // written by an earlier attempt (or a replay after a lost connection)
+			continue
+		}
 		if errors.As(err, &me) && (errors.Is(me.Err, gozk.ErrNoNode) || errors.Is(me.Err, gozk.ErrNotEmpty)) && attempt < 3 {
 			continue // the subtree changed while we listed it
 		}

@@ -178,13 +178,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 }
 
 func (c *Cluster) register(ctx context.Context) error {
-	info := zk.BrokerInfo{
-		ID:        c.cfg.Self.ID,
-		Endpoints: []zk.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: c.cfg.Self.Host, Port: c.cfg.Self.Port}},
-		Rack:      c.cfg.Self.Rack,
-		JMXPort:   -1,
-	}
-	if _, err := c.members.RegisterBroker(ctx, info); err != nil {
+	if _, err := c.members.RegisterBroker(ctx, zkBroker(c.cfg.Self)); err != nil {
 		return err
 	}
 	return nil
@@ -385,15 +379,7 @@ func (c *Cluster) AlterISR(leader int32, topic string, topicID [16]byte, partiti
 // has nowhere to move them: it only counts them.
 func (c *Cluster) ControlledShutdown(id int32) (int, error) {
 	if c.embedded {
-		led := 0
-		for _, t := range c.Metadata().Topics {
-			for _, ps := range t.Partitions {
-				if ps.Leader == id {
-					led++
-				}
-			}
-		}
-		return led, nil
+		return c.Metadata().partitionsLedBy(id), nil
 	}
 	var remaining int
 	err := c.withActive(func(a *active) error {

@@ -78,14 +78,7 @@ func (a *active) controlledShutdown(id int32) (int, error) {
 		return -1, err
 	}
 	a.publishLocked(next)
-	remaining := 0
-	for _, t := range next.Topics {
-		for _, ps := range t.Partitions {
-			if ps.Leader == id {
-				remaining++
-			}
-		}
-	}
+	remaining := next.partitionsLedBy(id)
 	a.c.logger.Info("controlled shutdown", "broker", id, "moved", len(updates), "still_leading", remaining)
 	return remaining, nil
 }

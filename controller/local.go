@@ -96,7 +96,7 @@ func openLocalStore(dir string, self BrokerInfo) (*localStore, error) {
 	return s, nil
 }
 
-// zkBroker is b as a registration.
+// zkBroker is b as its ZooKeeper registration (one PLAINTEXT endpoint).
 func zkBroker(b BrokerInfo) zk.BrokerInfo {
 	return zk.BrokerInfo{ID: b.ID, Rack: b.Rack, JMXPort: -1,
 		Endpoints: []zk.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: b.Host, Port: b.Port}}}

@@ -71,6 +71,19 @@ func (m *Metadata) Broker(id int32) (BrokerInfo, bool) {
 	return BrokerInfo{}, false
 }
 
+// partitionsLedBy counts the partitions broker id leads.
+func (m *Metadata) partitionsLedBy(id int32) int {
+	n := 0
+	for _, t := range m.Topics {
+		for _, ps := range t.Partitions {
+			if ps.Leader == id {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // TopicByID finds a topic by its UUID.
 func (m *Metadata) TopicByID(id [16]byte) (*Topic, bool) {
 	for _, t := range m.Topics {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/kbroker/kbroker/protocol"
 )
 
 // Replica is one partition log this broker keeps: open (served under a
@@ -31,13 +33,7 @@ func parsePartitionDir(name string) (TopicPartition, bool) {
 	if err != nil || p < 0 || strconv.FormatInt(p, 10) != num {
 		return TopicPartition{}, false
 	}
-	for _, c := range topic {
-		ok := c == '.' || c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-		if !ok {
-			return TopicPartition{}, false
-		}
-	}
-	if topic == "." || topic == ".." {
+	if protocol.ValidTopicName(topic) != nil {
 		return TopicPartition{}, false
 	}
 	return TopicPartition{Topic: topic, Partition: int32(p)}, true

@@ -90,8 +90,7 @@ func buildBatch(records []record, nowMillis int64) []byte {
 	return recordbatch.Build(spec, recs)
 }
 
-// decodeBatch returns the records of one v2 batch. Compressed batches are
-// rejected: the coordinator only reads what it wrote. Control batches
+// decodeBatch returns the records of one v2 batch. Control batches
 // (transaction markers) carry no group records and are skipped.
 func decodeBatch(batch []byte) ([]record, error) {
 	h, err := recordbatch.Validate(batch)
@@ -101,26 +100,13 @@ func decodeBatch(batch []byte) ([]record, error) {
 	if h.IsControl() {
 		return nil, nil
 	}
-	if h.Compression() != 0 {
-		return nil, fmt.Errorf("compressed __consumer_offsets batch (codec %d) not supported", h.Compression())
-	}
-	var b kmsg.RecordBatch
-	if err := b.ReadFrom(batch[:h.Size()]); err != nil {
-		return nil, fmt.Errorf("decode batch: %w", err)
-	}
-	src := b.Records
-	out := make([]record, 0, b.NumRecords)
-	for len(src) > 0 {
-		l, n := binary.Varint(src)
-		if n <= 0 || l < 0 || int64(len(src)-n) < l {
-			return nil, errors.New("truncated record in __consumer_offsets batch")
-		}
-		var r kmsg.Record
-		if err := r.ReadFrom(src[:n+int(l)]); err != nil {
-			return nil, fmt.Errorf("decode record: %w", err)
-		}
+	var out []record
+	err = recordbatch.ForEachRecord(batch[:h.Size()], func(r kmsg.Record) error {
 		out = append(out, record{key: r.Key, value: r.Value})
-		src = src[n+int(l):]
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decode __consumer_offsets batch: %w", err)
 	}
 	return out, nil
 }

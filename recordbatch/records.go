@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Compression codecs, the low bits of a batch's attributes.
@@ -29,18 +31,11 @@ var ErrCodec = errors.New("record batch cannot be decompressed")
 // malicious batch cannot make the broker allocate without limit.
 const maxDecompressed = 256 << 20
 
-// DecodedRecord is one record read back from a batch. Key and Value are nil
-// for null; they alias the batch (or its decompressed records).
-type DecodedRecord struct {
-	OffsetDelta    int32
-	TimestampDelta int64
-	Key, Value     []byte
-	Headers        []RecordHeader
-}
-
 // ForEachRecord decodes the records of a validated v2 batch, decompressing
 // them if needed, and calls fn for each in order until fn returns an error.
-func ForEachRecord(batch []byte, fn func(DecodedRecord) error) error {
+// A record's Key and Value are nil for null; they alias the batch (or its
+// decompressed records).
+func ForEachRecord(batch []byte, fn func(kmsg.Record) error) error {
 	h, err := ParseHeader(batch)
 	if err != nil {
 		return err
@@ -69,70 +64,20 @@ func ForEachRecord(batch []byte, fn func(DecodedRecord) error) error {
 	return nil
 }
 
-func decodeRecord(b []byte) (DecodedRecord, []byte, error) {
-	var r DecodedRecord
+// decodeRecord splits the first record off b (its varint length frame
+// checked here, so a bad length never reads past b) and decodes it with
+// kmsg.
+func decodeRecord(b []byte) (kmsg.Record, []byte, error) {
+	var r kmsg.Record
 	length, n := binary.Varint(b)
 	if n <= 0 || length < 0 || int64(len(b)-n) < length {
 		return r, nil, fmt.Errorf("%w: bad record length", ErrCorrupt)
 	}
-	rec, rest := b[n:n+int(length)], b[n+int(length):]
-	if len(rec) < 1 {
-		return r, nil, fmt.Errorf("%w: empty record", ErrCorrupt)
+	end := n + int(length)
+	if err := r.ReadFrom(b[:end]); err != nil {
+		return r, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	rec = rec[1:] // attributes, unused in v2
-	var ok bool
-	if r.TimestampDelta, rec, ok = varint(rec); !ok {
-		return r, nil, fmt.Errorf("%w: bad timestamp delta", ErrCorrupt)
-	}
-	var delta int64
-	if delta, rec, ok = varint(rec); !ok {
-		return r, nil, fmt.Errorf("%w: bad offset delta", ErrCorrupt)
-	}
-	r.OffsetDelta = int32(delta)
-	if r.Key, rec, ok = varBytes(rec); !ok {
-		return r, nil, fmt.Errorf("%w: bad key", ErrCorrupt)
-	}
-	if r.Value, rec, ok = varBytes(rec); !ok {
-		return r, nil, fmt.Errorf("%w: bad value", ErrCorrupt)
-	}
-	var nh int64
-	if nh, rec, ok = varint(rec); !ok || nh < 0 || nh > int64(len(rec)) {
-		return r, nil, fmt.Errorf("%w: bad header count", ErrCorrupt)
-	}
-	for range nh {
-		var k, v []byte
-		if k, rec, ok = varBytes(rec); !ok || k == nil {
-			return r, nil, fmt.Errorf("%w: bad header key", ErrCorrupt)
-		}
-		if v, rec, ok = varBytes(rec); !ok {
-			return r, nil, fmt.Errorf("%w: bad header value", ErrCorrupt)
-		}
-		r.Headers = append(r.Headers, RecordHeader{Key: string(k), Value: v})
-	}
-	if len(rec) != 0 {
-		return r, nil, fmt.Errorf("%w: %d bytes left in a record", ErrCorrupt, len(rec))
-	}
-	return r, rest, nil
-}
-
-func varint(b []byte) (int64, []byte, bool) {
-	v, n := binary.Varint(b)
-	if n <= 0 {
-		return 0, nil, false
-	}
-	return v, b[n:], true
-}
-
-// varBytes reads a varint-length byte string; length -1 is null (nil).
-func varBytes(b []byte) ([]byte, []byte, bool) {
-	l, b, ok := varint(b)
-	switch {
-	case !ok || l < -1 || l > int64(len(b)):
-		return nil, nil, false
-	case l == -1:
-		return nil, b, true
-	}
-	return b[:l:l], b[l:], true
+	return r, b[end:], nil
 }
 
 // xerialHeader starts snappy data in the xerial framing the Java client
@@ -157,15 +102,25 @@ func decompress(codec int8, data []byte) ([]byte, error) {
 	case CompressionLZ4:
 		return readLimited(lz4.NewReader(bytes.NewReader(data)), "lz4")
 	case CompressionZstd:
-		zr, err := zstd.NewReader(bytes.NewReader(data), zstd.WithDecoderMaxMemory(maxDecompressed), zstd.WithDecoderConcurrency(1))
+		dec, err := zstdDecoder()
 		if err != nil {
 			return nil, fmt.Errorf("%w: zstd: %v", ErrCodec, err)
 		}
-		defer zr.Close()
-		return readLimited(zr, "zstd")
+		out, err := dec.DecodeAll(data, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %v", ErrCodec, err)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("%w: unknown codec %d", ErrCodec, codec)
 }
+
+// zstdDecoder is one decoder for every batch (DecodeAll is safe for
+// concurrent use): a new zstd decoder per produce request costs far more
+// than the decoding. It holds no state between calls.
+var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxDecompressed), zstd.WithDecoderConcurrency(0))
+})
 
 func readLimited(r io.Reader, codec string) ([]byte, error) {
 	out, err := io.ReadAll(io.LimitReader(r, maxDecompressed+1))

@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // compressBatch re-encodes an uncompressed batch with codec (xerial: snappy
@@ -79,8 +80,8 @@ func TestForEachRecordEveryCodec(t *testing.T) {
 			if c.codec != CompressionNone {
 				batch = compressBatch(t, plain, c.codec, c.xerial)
 			}
-			var got []DecodedRecord
-			if err := ForEachRecord(batch, func(r DecodedRecord) error { got = append(got, r); return nil }); err != nil {
+			var got []kmsg.Record
+			if err := ForEachRecord(batch, func(r kmsg.Record) error { got = append(got, r); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			want := sampleRecords()
@@ -89,7 +90,7 @@ func TestForEachRecordEveryCodec(t *testing.T) {
 			}
 			for i, r := range got {
 				w := want[i]
-				if r.OffsetDelta != int32(i) || r.TimestampDelta != w.TimestampDelta || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) ||
+				if r.OffsetDelta != int32(i) || r.TimestampDelta64 != w.TimestampDelta || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) ||
 					!bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) || len(r.Headers) != len(w.Headers) {
 					t.Fatalf("record %d = %+v, want %+v", i, r, w)
 				}
@@ -109,14 +110,14 @@ func TestForEachRecordDamaged(t *testing.T) {
 		for cut := HeaderSize; cut < len(batch); cut += max(1, (len(batch)-HeaderSize)/37) {
 			short := slices.Clone(batch[:cut])
 			binary.BigEndian.PutUint32(short[offLength:], uint32(len(short)-LogOverhead))
-			err := ForEachRecord(short, func(DecodedRecord) error { return nil })
+			err := ForEachRecord(short, func(kmsg.Record) error { return nil })
 			if err == nil {
 				t.Errorf("codec %d cut at %d of %d: no error", codec, cut, len(batch))
 			}
 		}
 	}
 	stop := errors.New("stop")
-	if err := ForEachRecord(plain, func(DecodedRecord) error { return stop }); !errors.Is(err, stop) {
+	if err := ForEachRecord(plain, func(kmsg.Record) error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("fn's error not returned: %v", err)
 	}
 }

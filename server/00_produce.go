@@ -157,7 +157,7 @@ func keylessRecords(batches [][]byte, topic string, partition int32) ([]kmsg.Pro
 	var recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord
 	index := int32(0)
 	for _, batch := range batches {
-		err := recordbatch.ForEachRecord(batch, func(r recordbatch.DecodedRecord) error {
+		err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
 			if r.Key == nil {
 				re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
 				re.RelativeOffset = index

@@ -33,23 +33,36 @@ type scenarioEnv interface {
 // nobody listens on, so views sent to it are never acknowledged.
 func scenarioBroker(id int32) BrokerInfo { return BrokerInfo{ID: id, Host: "127.0.0.1", Port: 1} }
 
+// waitFor polls cond every 20 ms until it returns nil, failing the test
+// with its last error after within.
+func waitFor(t *testing.T, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitBrokers waits until c's view lists exactly ids.
 func waitBrokers(t *testing.T, c *Cluster, ids []int32) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitFor(t, 20*time.Second, func() error {
 		var have []int32
 		for _, b := range c.Metadata().Brokers {
 			have = append(have, b.ID)
 		}
-		if slices.Equal(have, ids) {
-			return
+		if !slices.Equal(have, ids) {
+			return fmt.Errorf("the controller's view lists brokers %v, want %v", have, ids)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the controller's view lists brokers %v, want %v", have, ids)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // localEnv runs the core over the local store (in memory), with brokers
@@ -113,13 +126,12 @@ type zkEnv struct {
 func newZKEnv(t *testing.T) scenarioEnv {
 	e := &zkEnv{zk: zktest.Start(t), chroot: "/scenario", members: map[int32]*Cluster{}}
 	e.start(t, 1)
-	deadline := time.Now().Add(20 * time.Second)
-	for !e.members[1].IsController() {
-		if time.Now().After(deadline) {
-			t.Fatal("broker 1 did not become controller")
+	waitFor(t, 20*time.Second, func() error {
+		if !e.members[1].IsController() {
+			return errors.New("broker 1 did not become controller")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	e.start(t, 2)
 	e.start(t, 3)
 	waitBrokers(t, e.members[1], []int32{1, 2, 3})
@@ -416,13 +428,12 @@ func TestControllerGivesTopicsIDs(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for c.Metadata().Topics["legacy"] == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no view with the topic")
+	waitFor(t, 20*time.Second, func() error {
+		if c.Metadata().Topics["legacy"] == nil {
+			return errors.New("no view with the topic")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	id := c.Metadata().Topics["legacy"].ID
 	if id == ([16]byte{}) {
 		t.Fatal("the topic still has no id")

@@ -437,6 +437,20 @@ func (r *tiRun) waitGen2(within time.Duration) {
 
 // ---- faults ----
 
+// recreatePaused deletes the topic and creates it again with assign
+// (the new incarnation written to) while broker id is paused, then waits
+// for the new incarnation's writes and checks everything (finish).
+func (r *tiRun) recreatePaused(id int32, assign [][]int32) {
+	r.t.Helper()
+	r.pauseAcross(id, func() {
+		r.deleteOld()
+		r.createNew(assign, id)
+		r.startGen2(id)
+	})
+	r.waitGen2(60 * time.Second)
+	r.finish()
+}
+
 // pauseAcross stops broker id (SIGSTOP), runs during, and resumes it
 // (SIGCONT) tiPause after it stopped: the pause is the fault under test, a
 // timer, not a synchronisation. during must not wait for the paused

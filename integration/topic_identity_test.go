@@ -57,13 +57,7 @@ func TestTopicIdentityFollowerPaused(t *testing.T) {
 		r.createOld(assign)
 		r.produceGen1()
 		t.Logf("%s: pausing follower %d (leader %d, controller %d)", r, f, leader, ctrl)
-		r.pauseAcross(f, func() {
-			r.deleteOld()
-			r.createNew(assign, f)
-			r.startGen2(f)
-		})
-		r.waitGen2(60 * time.Second)
-		r.finish()
+		r.recreatePaused(f, assign)
 	})
 }
 
@@ -111,13 +105,7 @@ func TestTopicIdentityLeaderPaused(t *testing.T) {
 			next = [][]int32{{f, leader, ctrl}}
 		}
 		t.Logf("%s: pausing leader %d (follower %d, controller %d); new assignment %v", r, leader, f, ctrl, next)
-		r.pauseAcross(leader, func() {
-			r.deleteOld()
-			r.createNew(next, leader)
-			r.startGen2(leader)
-		})
-		r.waitGen2(60 * time.Second)
-		r.finish()
+		r.recreatePaused(leader, next)
 	})
 }
 
@@ -192,13 +180,7 @@ func TestTopicIdentityRecreateResized(t *testing.T) {
 		r.createOld(wide)
 		r.produceGen1()
 		t.Logf("%s: pausing broker %d (controller %d); %v -> %v", r, p, ctrl, wide, narrow)
-		r.pauseAcross(p, func() {
-			r.deleteOld()
-			r.createNew(narrow, p)
-			r.startGen2(p)
-		})
-		r.waitGen2(60 * time.Second)
-		r.finish()
+		r.recreatePaused(p, narrow)
 		if t.Failed() {
 			return
 		}
@@ -210,13 +192,7 @@ func TestTopicIdentityRecreateResized(t *testing.T) {
 		r.createOld(narrow)
 		r.produceGen1()
 		t.Logf("%s: pausing broker %d (controller %d); %v -> %v", r, p, ctrl, narrow, wide)
-		r.pauseAcross(p, func() {
-			r.deleteOld()
-			r.createNew(wide, p)
-			r.startGen2(p)
-		})
-		r.waitGen2(60 * time.Second)
-		r.finish()
+		r.recreatePaused(p, wide)
 	})
 }
 

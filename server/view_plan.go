@@ -56,11 +56,17 @@ func planReplicas(self int32, md *controller.Metadata, kept []replica.Replica) [
 			}
 		}
 	}
+	// A set: the view may name many pending deletions, and every kept
+	// replica is looked up.
+	deletedIDs := make(map[[16]byte]bool, len(md.DeletedTopicIDs))
+	for _, id := range md.DeletedTopicIDs {
+		deletedIDs[id] = true
+	}
 	deleted := map[replica.TopicPartition]bool{}
 	for _, r := range kept {
 		t := md.Topics[r.Topic]
 		switch {
-		case r.TopicID != ([16]byte{}) && md.IsDeleted(r.TopicID):
+		case r.TopicID != ([16]byte{}) && deletedIDs[r.TopicID]:
 			deletes = append(deletes, replicaAction{kind: actDelete, tp: r.TopicPartition, reason: "topic deleted"})
 			deleted[r.TopicPartition] = true
 		case t != nil && r.TopicID != ([16]byte{}) && t.ID != ([16]byte{}) && t.ID != r.TopicID:

@@ -1,6 +1,11 @@
 package recordbatch
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // Record is one record to encode into a batch.
 type Record struct {
@@ -24,6 +29,9 @@ type BatchSpec struct {
 	ProducerID     int64
 	ProducerEpoch  int16
 	BaseSequence   int32
+	// Attributes are the batch attribute bits to set (TransactionalBit,
+	// ControlBit); the codec bits must be 0: Build does not compress.
+	Attributes int16
 }
 
 // NoProducer is a spec with Kafka's "none" values for producer id, epoch
@@ -59,7 +67,7 @@ func Build(spec BatchSpec, records []Record) []byte {
 	be.PutUint32(b[offLength:], uint32(len(b)-LogOverhead))
 	be.PutUint32(b[offLeaderEpoch:], uint32(spec.LeaderEpoch))
 	b[offMagic] = 2
-	be.PutUint16(b[offAttributes:], 0)
+	be.PutUint16(b[offAttributes:], uint16(spec.Attributes&^CompressionMask))
 	be.PutUint32(b[offLastOffsetDelta:], uint32(max(len(records)-1, 0)))
 	be.PutUint64(b[offBaseTimestamp:], uint64(spec.FirstTimestamp))
 	be.PutUint64(b[offMaxTimestamp:], uint64(spec.FirstTimestamp+maxDelta))
@@ -77,4 +85,61 @@ func appendVarBytes(b, v []byte) []byte {
 	}
 	b = binary.AppendVarint(b, int64(len(v)))
 	return append(b, v...)
+}
+
+// Control record types (the key's second int16), as Kafka's ControlRecordType.
+const (
+	ControlAbort  int16 = 0
+	ControlCommit int16 = 1
+)
+
+// BuildTxnMarker encodes the control batch that ends a transaction of
+// producerID/epoch on a partition: one record whose key is version 0 and
+// the control type, and whose value is Kafka's EndTransactionMarker
+// (version 0 and the coordinator epoch).
+func BuildTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, timestamp int64) []byte {
+	typ := ControlAbort
+	if commit {
+		typ = ControlCommit
+	}
+	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
+	value := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(coordinatorEpoch))
+	return Build(BatchSpec{
+		LeaderEpoch:    -1,
+		FirstTimestamp: timestamp,
+		ProducerID:     producerID,
+		ProducerEpoch:  epoch,
+		BaseSequence:   -1,
+		Attributes:     TransactionalBit | ControlBit,
+	}, []Record{{Key: key, Value: value}})
+}
+
+// ControlType returns the type of a control batch's record (ControlAbort,
+// ControlCommit, or another type Kafka may add) from its key.
+func ControlType(batch []byte) (int16, error) {
+	h, err := ParseHeader(batch)
+	if err != nil {
+		return 0, err
+	}
+	if !h.IsControl() {
+		return 0, fmt.Errorf("%w: not a control batch", ErrCorrupt)
+	}
+	var typ int16 = -1
+	err = ForEachRecord(batch, func(r kmsg.Record) error {
+		if typ >= 0 {
+			return nil
+		}
+		if len(r.Key) < 4 {
+			return fmt.Errorf("%w: control record key of %d bytes", ErrCorrupt, len(r.Key))
+		}
+		typ = int16(binary.BigEndian.Uint16(r.Key[2:]))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if typ < 0 {
+		return 0, fmt.Errorf("%w: control batch without a record", ErrCorrupt)
+	}
+	return typ, nil
 }

@@ -121,3 +121,40 @@ func TestForEachRecordDamaged(t *testing.T) {
 		t.Fatalf("fn's error not returned: %v", err)
 	}
 }
+
+func TestTxnMarkerRoundTrip(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		batch := recordbatch.BuildTxnMarker(42, 7, commit, 3, 1000)
+		h, err := recordbatch.Validate(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.IsControl() || !h.IsTransactional() || h.ProducerID != 42 || h.ProducerEpoch != 7 || h.BaseSequence != -1 {
+			t.Fatalf("header %+v", h)
+		}
+		typ, err := recordbatch.ControlType(batch)
+		want := recordbatch.ControlAbort
+		if commit {
+			want = ControlCommit
+		}
+		if err != nil || typ != want {
+			t.Fatalf("ControlType = %d, %v; want %d", typ, err, want)
+		}
+		// kmsg reads the value as Kafka's EndTxnMarker.
+		if err := ForEachRecord(batch, func(r kmsg.Record) error {
+			var v kmsg.EndTxnMarker
+			if err := v.ReadFrom(r.Value); err != nil {
+				return err
+			}
+			if v.CoordinatorEpoch != 3 {
+				t.Errorf("coordinator epoch %d", v.CoordinatorEpoch)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ControlType(Build(NoProducer(), []Record{{Value: []byte("x")}})); err == nil {
+		t.Fatal("ControlType of a data batch: no error")
+	}
+}

@@ -124,16 +124,16 @@ func TestForEachRecordDamaged(t *testing.T) {
 
 func TestTxnMarkerRoundTrip(t *testing.T) {
 	for _, commit := range []bool{false, true} {
-		batch := recordbatch.BuildTxnMarker(42, 7, commit, 3, 1000)
-		h, err := recordbatch.Validate(batch)
+		batch := BuildTxnMarker(42, 7, commit, 3, 1000)
+		h, err := Validate(batch)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !h.IsControl() || !h.IsTransactional() || h.ProducerID != 42 || h.ProducerEpoch != 7 || h.BaseSequence != -1 {
 			t.Fatalf("header %+v", h)
 		}
-		typ, err := recordbatch.ControlType(batch)
-		want := recordbatch.ControlAbort
+		typ, err := ControlType(batch)
+		want := ControlAbort
 		if commit {
 			want = ControlCommit
 		}

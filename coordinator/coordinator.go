@@ -28,7 +28,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unicode/utf16"
+
+	"github.com/kbroker/kbroker/internal/kafkahash"
 )
 
 // Config holds the group settings (Kafka property names in comments).
@@ -155,35 +156,8 @@ func (c *Coordinator) PartitionFor(group string) int32 {
 	return partitionFor(group, c.cfg.NumPartitions)
 }
 
-// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... over
-// UTF-16 code units, with int32 overflow. Invalid UTF-8 becomes U+FFFD, as a
-// Java client decoding the same bytes would see it.
-func javaStringHashCode(s string) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(s)) {
-		h = 31*h + int32(u)
-	}
-	return h
-}
-
-// kafkaAbs is org.apache.kafka.common.utils.Utils.abs: Math.abs, except that
-// MinInt32 maps to 0.
-func kafkaAbs(n int32) int32 {
-	switch {
-	case n == -1<<31:
-		return 0
-	case n < 0:
-		return -n
-	default:
-		return n
-	}
-}
-
 func partitionFor(group string, numPartitions int32) int32 {
-	if numPartitions <= 0 {
-		return 0
-	}
-	return kafkaAbs(javaStringHashCode(group)) % numPartitions
+	return kafkahash.PartitionFor(group, numPartitions)
 }
 
 // BecomeLeader loads partition p's groups and offsets; until it returns,

@@ -11,22 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// TestPartitionFor checks the coordinator uses Kafka's hash
+// (internal/kafkahash tests the hash itself).
 func TestPartitionFor(t *testing.T) {
-	// Java String.hashCode values, computed by the JVM.
-	for _, tc := range []struct {
-		s    string
-		hash int32
-	}{
-		{"", 0},
-		{"test", 3556498},
-		{"hello", 99162322},
-		{"polygenelubricants", -1 << 31}, // the famous MIN_VALUE hash
-		{"\U0001F600", 1772899},          // surrogate pair d83d de00
-	} {
-		if got := javaStringHashCode(tc.s); got != tc.hash {
-			t.Errorf("hashCode(%q) = %d, want %d", tc.s, got, tc.hash)
-		}
-	}
 	c := New(Config{NumPartitions: 50}, newMemLog(), quietLogger())
 	defer c.Close()
 	if got := c.PartitionFor("test"); got != 3556498%50 {
@@ -35,16 +22,6 @@ func TestPartitionFor(t *testing.T) {
 	// Utils.abs(MIN_VALUE) is 0.
 	if got := c.PartitionFor("polygenelubricants"); got != 0 {
 		t.Errorf("PartitionFor(polygenelubricants) = %d, want 0", got)
-	}
-	// A negative hash: Kafka's Utils.abs is Math.abs, not n & 0x7fffffff.
-	s := "console-consumer-40263"
-	h := javaStringHashCode(s)
-	for i := 0; h >= 0; i++ {
-		s = fmt.Sprintf("group-%d", i)
-		h = javaStringHashCode(s)
-	}
-	if got, want := c.PartitionFor(s), (-h)%50; got != want {
-		t.Errorf("PartitionFor(%q) (hash %d) = %d, want %d", s, h, got, want)
 	}
 }
 

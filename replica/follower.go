@@ -130,8 +130,12 @@ func (p *Partition) truncateLocked(target int64) error {
 	if err := p.log.TruncateTo(target); err != nil {
 		return fmt.Errorf("truncate %s to %d: %w", p.tp, target, err)
 	}
-	p.producers.truncateFrom(p.log.EndOffset())
 	p.highWatermark = min(p.highWatermark, p.log.EndOffset())
+	// A truncation may remove markers that closed transactions, so the
+	// state is rebuilt rather than trimmed.
+	if err := p.rebuildProducersLocked(); err != nil {
+		return err
+	}
 	p.notifyLocked()
 	return nil
 }
@@ -185,7 +189,7 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		if err := p.log.Append(batch, h); err != nil {
 			return appended, p.storageFailed(fmt.Errorf("append to follower %s: %w", p.tp, err))
 		}
-		p.producers.update(h, logAppendTime(h))
+		p.applyBatchLocked(h, batch)
 		appended++
 	}
 	if leaderLogStart > p.log.StartOffset() && leaderLogStart <= p.log.EndOffset() {

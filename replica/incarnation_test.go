@@ -72,7 +72,7 @@ func TestNewIncarnationReplacesOpenPartition(t *testing.T) {
 	if _, err := old.appendAsFollower(leaderRef{1, 3}, b[0], 10, 0); err != nil {
 		t.Fatalf("a fetch answer for the old incarnation must be dropped: %v", err)
 	}
-	if _, err := old.Read(0, 1<<20, true, -1); !errors.Is(err, kerr.NotLeaderForPartition) {
+	if _, err := old.Read(0, 1<<20, true, -1, false); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("read of the old incarnation: %v", err)
 	}
 	if len(storageErrors) != 0 {

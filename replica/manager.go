@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/internal/sendfile"
-	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/segment"
 )
 
@@ -266,15 +265,11 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 	if hw, ok := m.hwAtStart[tp]; ok {
 		p.highWatermark = max(log.StartOffset(), min(hw, log.EndOffset()))
 	}
-	// Rebuild idempotent producer state: the last batches of every
-	// producer are in the log.
-	err = log.ScanHeaders(log.StartOffset(), func(h recordbatch.Header) bool {
-		p.producers.update(h, logAppendTime(h))
-		return true
-	})
-	if err != nil {
+	// Rebuild producer state: the last batches of every producer, and
+	// its open transaction, are in the log.
+	if err := p.rebuildProducersLocked(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("rebuild producer state of %s: %w", tp, err)
+		return nil, err
 	}
 	if topicID != ([16]byte{}) {
 		if err := writePartitionTopicID(dir, topicID); err != nil {

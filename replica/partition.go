@@ -116,6 +116,10 @@ type State struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
+	// LastStableOffset is where read_committed consumers stop: the first
+	// offset of the earliest undecided transaction, else the high
+	// watermark.
+	LastStableOffset int64
 }
 
 // State returns the partition's offsets and role.
@@ -132,6 +136,9 @@ func (p *Partition) stateLocked() State {
 		HighWatermark:  p.highWatermark,
 		LogStartOffset: p.log.StartOffset(),
 		LogEndOffset:   p.log.EndOffset(),
+		// Clamped to the log start: an open transaction may begin in
+		// records already deleted (DeleteRecords, retention).
+		LastStableOffset: max(p.producers.lastStableOffset(p.highWatermark), p.log.StartOffset()),
 	}
 }
 
@@ -194,6 +201,10 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 	// Kafka checks every batch before writing any, so a bad sequence in a
 	// later batch appends nothing.
 	for i, h := range headers {
+		if h.IsControl() {
+			// Only the coordinator writes markers, through AppendTxnMarker.
+			return AppendResult{}, fmt.Errorf("%w: control batches are written by transaction coordinators only", kerr.InvalidRecord)
+		}
 		c, err := p.producers.check(h)
 		if err != nil {
 			return AppendResult{}, err
@@ -291,6 +302,8 @@ type ReadResult struct {
 	// Records are whole batches; runs of at least SendfileMinBytes are
 	// ranges of the segment files (for sendfile). The caller closes them.
 	Records sendfile.Chunks
+	// AbortedTxns are the aborted transactions in a read_committed read.
+	AbortedTxns []AbortedTxn
 	State
 }
 
@@ -304,30 +317,115 @@ const SendfileMinBytes = 64 << 10
 // return bytes.
 const sendfileMaxDescriptors = 1024
 
-// Read reads batches from offset for a consumer: only below the high
-// watermark. maxBytes bounds the result, except that the first batch is
-// returned whole when minOneBatch is set.
-func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpoch int32) (ReadResult, error) {
+// Read reads batches from offset for a consumer: below the high watermark,
+// or for read_committed below the last stable offset, with the aborted
+// transactions the consumer must skip. maxBytes bounds the result, except
+// that the first batch is returned whole when minOneBatch is set.
+func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpoch int32, readCommitted bool) (ReadResult, error) {
 	p.mu.Lock()
 	if err := p.checkLeaderLocked(clientEpoch); err != nil {
 		p.mu.Unlock()
 		return ReadResult{}, err
 	}
 	st := p.stateLocked()
+	bound := st.HighWatermark
+	var aborted []AbortedTxn
+	if readCommitted {
+		bound = st.LastStableOffset
+		if offset < bound {
+			aborted = p.producers.abortedTxns(offset, bound)
+		}
+	}
 	p.mu.Unlock()
 	res := ReadResult{State: st}
 	if offset < st.LogStartOffset || offset > st.LogEndOffset {
 		return res, kerr.OffsetOutOfRange
 	}
-	if offset >= st.HighWatermark {
+	if offset >= bound {
 		return res, nil
 	}
-	recs, err := p.log.ReadChunks(offset, maxBytes, st.HighWatermark, minOneBatch, SendfileMinBytes, p.sendFiles)
+	recs, err := p.log.ReadChunks(offset, maxBytes, bound, minOneBatch, SendfileMinBytes, p.sendFiles)
 	if err != nil {
 		return res, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
 	res.Records = recs
+	res.AbortedTxns = aborted
 	return res, nil
+}
+
+// AppendTxnMarker writes the control batch that commits or aborts
+// producerID's transaction on this partition, as leader (WriteTxnMarkers).
+// As AppendAsLeader it does not wait for replication.
+func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) (AppendResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isLeader {
+		return AppendResult{}, kerr.NotLeaderForPartition
+	}
+	if err := p.producers.checkMarker(producerID, epoch, coordinatorEpoch); err != nil {
+		return AppendResult{}, err
+	}
+	ts := now.UnixMilli()
+	batch := recordbatch.BuildTxnMarker(producerID, epoch, commit, coordinatorEpoch, ts)
+	h, err := recordbatch.ParseHeader(batch)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("marker for %s: %w", p.tp, err)
+	}
+	h.BaseOffset = p.log.EndOffset()
+	h.PartitionLeaderEpoch = p.leaderEpoch
+	recordbatch.SetBaseOffset(batch, h.BaseOffset)
+	recordbatch.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
+	if err := p.log.Append(batch, h); err != nil {
+		return AppendResult{}, p.storageFailed(fmt.Errorf("append marker to %s: %w", p.tp, err))
+	}
+	c := recordbatch.Control{Type: recordbatch.ControlAbort, CoordinatorEpoch: coordinatorEpoch}
+	if commit {
+		c.Type = recordbatch.ControlCommit
+	}
+	p.producers.completeTxn(h, c)
+	p.maybeIncrementHighWatermarkLocked()
+	p.notifyLocked()
+	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.BaseOffset, LogAppendTime: -1, LogStartOffset: p.log.StartOffset(), LeaderEpoch: p.leaderEpoch}, nil
+}
+
+// Producers lists the producers this partition knows (DescribeProducers).
+func (p *Partition) Producers() []ProducerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producers.list()
+}
+
+// applyBatchLocked updates producer and transaction state for a batch
+// already in the log (control is the batch's bytes when it is a control
+// batch): as follower, and while rebuilding from the log.
+func (p *Partition) applyBatchLocked(h recordbatch.Header, control []byte) {
+	if !h.IsControl() {
+		p.producers.update(h, logAppendTime(h))
+		return
+	}
+	c, err := recordbatch.ParseControl(control)
+	if err != nil {
+		// Kafka's replicas would fail on it too; skipping keeps the
+		// partition readable, and the log line names the batch.
+		p.logger.Warn("unreadable control batch: ignoring it", "offset", h.BaseOffset, "err", err)
+		return
+	}
+	p.producers.completeTxn(h, c)
+}
+
+// rebuildProducersLocked rebuilds producer and transaction state by reading
+// the log's batch headers (and markers) from its start: at open and after a
+// truncation, which may have removed markers that closed transactions.
+func (p *Partition) rebuildProducersLocked() error {
+	p.producers = newProducerStates()
+	err := p.log.ScanWithControl(p.log.StartOffset(), func(h recordbatch.Header, control []byte) bool {
+		p.applyBatchLocked(h, control)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild producer state of %s: %w", p.tp, err)
+	}
+	return nil
 }
 
 // ReadToLogEnd reads from offset up to the log end offset, for the
@@ -362,6 +460,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 		if err := p.log.SetStartOffset(offset); err != nil {
 			return -1, closedAsNotLeader(fmt.Errorf("delete records of %s before %d: %w", p.tp, offset, err))
 		}
+		p.producers.forgetBelow(p.log.StartOffset())
 	}
 	return p.log.StartOffset(), nil
 }
@@ -383,7 +482,12 @@ func (p *Partition) enforceRetention(now time.Time) error {
 	p.mu.Lock()
 	hw := p.highWatermark
 	p.mu.Unlock()
-	_, err := p.log.DeleteOldSegments(now, hw)
+	n, err := p.log.DeleteOldSegments(now, hw)
+	if n > 0 {
+		p.mu.Lock()
+		p.producers.forgetBelow(p.log.StartOffset())
+		p.mu.Unlock()
+	}
 	return err
 }
 

@@ -70,7 +70,7 @@ func TestAppendReadAndDeduplicate(t *testing.T) {
 	if _, err := p.AppendAsLeader(b, h, -1, now); !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
 		t.Fatalf("gap: %v", err)
 	}
-	rr, err := p.Read(0, 1<<20, true, -1)
+	rr, err := p.Read(0, 1<<20, true, -1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/kbroker/kbroker/recordbatch"
@@ -63,14 +64,108 @@ func TestProducerStateKeepsFiveBatches(t *testing.T) {
 	if c, _ := s.check(hdr(1, 0, 2, 1, 0)); c.duplicate == nil || c.duplicate.baseOffset != 2 {
 		t.Fatalf("fifth newest batch not found as duplicate: %+v", c.duplicate)
 	}
-	s.truncateFrom(4)
-	if c, err := s.check(hdr(1, 0, 4, 1, 0)); err != nil || c.duplicate != nil {
-		t.Fatalf("after truncation seq 4 should be next: %v %+v", err, c.duplicate)
-	}
 }
 
 func TestInSequenceWraps(t *testing.T) {
 	if !inSequence(1<<31-1, 0) || inSequence(3, 5) || !inSequence(-1, 17) {
 		t.Fatal("inSequence rules broken")
+	}
+}
+
+func txnHdr(pid int64, epoch int16, seq int32, n int32, base int64) recordbatch.Header {
+	h := hdr(pid, epoch, seq, n, base)
+	h.Attributes = recordbatch.TransactionalBit
+	return h
+}
+
+func markerHdr(pid int64, epoch int16, base int64) recordbatch.Header {
+	return recordbatch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1, BaseOffset: base, RecordCount: 1,
+		Attributes: recordbatch.TransactionalBit | recordbatch.ControlBit}
+}
+
+var (
+	commitMarker = recordbatch.Control{Type: recordbatch.ControlCommit, CoordinatorEpoch: 0}
+	abortMarker  = recordbatch.Control{Type: recordbatch.ControlAbort, CoordinatorEpoch: 0}
+)
+
+// A transcript of two producers' transactions interleaved on one partition:
+// the last stable offset and the aborted transactions after every step.
+func TestProducerStateTransactions(t *testing.T) {
+	s := newProducerStates()
+	type step struct {
+		name        string
+		do          func()
+		hw          int64
+		wantLSO     int64
+		wantAborted []AbortedTxn // abortedTxns(0, 100)
+	}
+	steps := []step{
+		{"idempotent batch", func() { s.update(hdr(9, 0, 0, 2, 0), -1) }, 2, 2, nil},
+		{"txn of producer 1 opens at 2", func() { s.update(txnHdr(1, 0, 0, 3, 2), -1) }, 5, 2, nil},
+		{"txn of producer 2 opens at 5", func() { s.update(txnHdr(2, 0, 0, 1, 5), -1) }, 6, 2, nil},
+		{"producer 1 writes more", func() { s.update(txnHdr(1, 0, 3, 1, 6), -1) }, 7, 2, nil},
+		{"producer 1 commits at 7, marker not yet replicated", func() { s.completeTxn(markerHdr(1, 0, 7), commitMarker) }, 7, 2, nil},
+		{"marker replicated: producer 2 holds the LSO", func() {}, 8, 5, nil},
+		{"producer 2 aborts at 8", func() { s.completeTxn(markerHdr(2, 0, 8), abortMarker) }, 9, 9,
+			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}}},
+		{"producer 1 opens again at 9", func() { s.update(txnHdr(1, 0, 4, 1, 9), -1) }, 10, 9,
+			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}}},
+		{"a marker without an open transaction changes nothing", func() { s.completeTxn(markerHdr(2, 0, 10), abortMarker) }, 11, 9,
+			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}}},
+		{"producer 1 aborts at 11 with a bumped epoch", func() { s.completeTxn(markerHdr(1, 1, 11), abortMarker) }, 12, 12,
+			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}, {ProducerID: 1, FirstOffset: 9, LastOffset: 11, LastStableOffset: 12}}},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := s.lastStableOffset(st.hw); got != st.wantLSO {
+			t.Fatalf("%s: LSO = %d, want %d", st.name, got, st.wantLSO)
+		}
+		if got := s.abortedTxns(0, 100); !slices.Equal(got, st.wantAborted) {
+			t.Fatalf("%s: aborted = %+v, want %+v", st.name, got, st.wantAborted)
+		}
+	}
+	if e := s.byID[1]; e.epoch != 1 || len(e.batches) != 0 {
+		t.Fatalf("the abort marker's epoch is the producer's: %+v", e)
+	}
+	if got := s.abortedTxns(9, 100); len(got) != 1 || got[0].ProducerID != 1 {
+		t.Fatalf("abortedTxns(9, 100) = %+v, want producer 1's only", got)
+	}
+	if got := s.abortedTxns(0, 5); len(got) != 0 {
+		t.Fatalf("abortedTxns(0, 5) = %+v: producer 2's transaction starts at 5", got)
+	}
+	s.forgetBelow(9)
+	if got := s.abortedTxns(0, 100); len(got) != 1 {
+		t.Fatalf("after forgetBelow(9): %+v", got)
+	}
+}
+
+func TestProducerStateTransactionRules(t *testing.T) {
+	s := newProducerStates()
+	s.update(txnHdr(1, 3, 0, 1, 0), -1)
+	if _, err := s.check(hdr(1, 3, 1, 1, 1)); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("non-transactional write in an open transaction: %v", err)
+	}
+	if _, err := s.check(txnHdr(1, 3, 1, 1, 1)); err != nil {
+		t.Fatalf("transactional write in an open transaction: %v", err)
+	}
+	h := txnHdr(-1, -1, -1, 1, 1)
+	if _, err := s.check(h); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("transactional batch without producer id: %v", err)
+	}
+	if err := s.checkMarker(1, 2, 0); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("marker of an older epoch: %v", err)
+	}
+	s.completeTxn(markerHdr(1, 3, 1), recordbatch.Control{Type: recordbatch.ControlCommit, CoordinatorEpoch: 5})
+	if err := s.checkMarker(1, 3, 4); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
+		t.Fatalf("marker of an older coordinator: %v", err)
+	}
+	if err := s.checkMarker(1, 4, 5); err != nil {
+		t.Fatalf("marker of a newer epoch: %v", err)
+	}
+	if err := s.checkMarker(77, 0, 0); err != nil {
+		t.Fatalf("marker for an unknown producer: %v", err)
+	}
+	if got := s.list(); len(got) != 1 || got[0].CoordinatorEpoch != 5 || got[0].TxnStartOffset != -1 {
+		t.Fatalf("list = %+v", got)
 	}
 }

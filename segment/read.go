@@ -172,6 +172,14 @@ func (l *Log) MaxTimestamp() (timestamp int64, offset int64) {
 // order, until fn returns false. It holds mu shared while running, so fn
 // must not call methods of the Log that take mu exclusively.
 func (l *Log) ScanHeaders(from int64, fn func(h recordbatch.Header) bool) error {
+	return l.ScanWithControl(from, func(h recordbatch.Header, _ []byte) bool { return fn(h) })
+}
+
+// ScanWithControl is ScanHeaders that also hands over the whole bytes of
+// every control batch (transaction markers, a few dozen bytes each; nil for
+// other batches), valid only during the call: what rebuilding producer and
+// transaction state needs.
+func (l *Log) ScanWithControl(from int64, fn func(h recordbatch.Header, control []byte) bool) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -185,7 +193,15 @@ func (l *Log) ScanHeaders(from int64, fn func(h recordbatch.Header) bool) error 
 			if sc.h.NextOffset() <= from {
 				continue
 			}
-			if !fn(sc.h) {
+			var control []byte
+			if sc.h.IsControl() {
+				b, err := sc.bytesAt(sc.pos, sc.h.Size())
+				if err != nil {
+					return l.errorf("scan %s: %w", s.name(), err)
+				}
+				control = b
+			}
+			if !fn(sc.h, control) {
 				return nil
 			}
 		}

@@ -1,0 +1,134 @@
+package replica
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func txnBatch(pid int64, epoch int16, seq int32, n int) ([][]byte, []recordbatch.Header) {
+	recs := make([]recordbatch.Record, n)
+	for i := range recs {
+		recs[i].Value = []byte("v")
+	}
+	b := recordbatch.Build(recordbatch.BatchSpec{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, LeaderEpoch: -1,
+		Attributes: recordbatch.TransactionalBit}, recs)
+	h, _ := recordbatch.Validate(b)
+	return [][]byte{b}, []recordbatch.Header{h}
+}
+
+// readCommitted reads everything a read_committed consumer may see from 0.
+func readCommitted(t *testing.T, p *Partition) ([]recordbatch.Header, ReadResult) {
+	t.Helper()
+	rr, err := p.Read(0, 1<<20, true, -1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Records.Close()
+	recs, err := rr.Records.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs, err := recordbatch.Split(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs, rr
+}
+
+// A leader's transactions: read_committed stops at the open one, sees the
+// aborted one listed, and the state comes back the same after a restart
+// and after a truncation that removes a marker.
+func TestPartitionTransactions(t *testing.T) {
+	dir := t.TempDir()
+	m, p := openLeader(t, dir)
+	now := time.Now()
+	mustAppend := func(b [][]byte, h []recordbatch.Header) int64 {
+		t.Helper()
+		res, err := p.AppendAsLeader(b, h, -1, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.BaseOffset
+	}
+	mustMark := func(pid int64, epoch int16, commit bool) int64 {
+		t.Helper()
+		res, err := p.AppendTxnMarker(pid, epoch, commit, 0, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.BaseOffset
+	}
+	mustAppend(txnBatch(1, 0, 0, 2))     // 0-1, producer 1
+	mustAppend(txnBatch(2, 0, 0, 1))     // 2, producer 2
+	mustAppend(idempotentBatch(3, 0, 1)) // 3, no transaction
+	if st := p.State(); st.LastStableOffset != 0 || st.HighWatermark != 4 {
+		t.Fatalf("two open transactions: %+v", st)
+	}
+	if hs, _ := readCommitted(t, p); len(hs) != 0 {
+		t.Fatalf("read_committed below an open transaction got %d batches", len(hs))
+	}
+	if off := mustMark(1, 0, true); off != 4 {
+		t.Fatalf("commit marker at %d", off)
+	}
+	if st := p.State(); st.LastStableOffset != 2 {
+		t.Fatalf("producer 2 still open at 2: LSO %d", st.LastStableOffset)
+	}
+	mustMark(2, 0, false) // 5
+	if st := p.State(); st.LastStableOffset != 6 {
+		t.Fatalf("all decided: LSO %d, want 6", st.LastStableOffset)
+	}
+	hs, rr := readCommitted(t, p)
+	if len(hs) != 5 || !hs[4].IsControl() {
+		t.Fatalf("read_committed: %d batches", len(hs))
+	}
+	want := []AbortedTxn{{ProducerID: 2, FirstOffset: 2, LastOffset: 5, LastStableOffset: 6}}
+	if !slices.Equal(rr.AbortedTxns, want) {
+		t.Fatalf("aborted = %+v, want %+v", rr.AbortedTxns, want)
+	}
+	// Bad input: a marker of an older epoch, a client's control batch.
+	if _, err := p.AppendTxnMarker(1, -1, true, 0, now); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("stale marker: %v", err)
+	}
+	ctrl := recordbatch.BuildTxnMarker(1, 0, true, 0, 0)
+	ch, _ := recordbatch.Validate(ctrl)
+	if _, err := p.AppendAsLeader([][]byte{ctrl}, []recordbatch.Header{ch}, -1, now); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("client control batch: %v", err)
+	}
+	mustAppend(txnBatch(1, 0, 2, 1)) // 6: producer 1 opens again
+	before := p.Producers()
+
+	// Restart: the same state from the log.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, p = openLeader(t, dir)
+	defer m.Close()
+	if st := p.State(); st.LastStableOffset != 6 {
+		t.Fatalf("after restart LSO %d, want 6", st.LastStableOffset)
+	}
+	if _, rr := readCommitted(t, p); !slices.Equal(rr.AbortedTxns, want) {
+		t.Fatalf("after restart aborted = %+v", rr.AbortedTxns)
+	}
+	if after := p.Producers(); !slices.Equal(before, after) {
+		t.Fatalf("producers before restart %+v, after %+v", before, after)
+	}
+
+	// Truncating away the abort marker reopens producer 2's transaction.
+	p.mu.Lock()
+	err := p.truncateLocked(5)
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.State(); st.LastStableOffset != 2 {
+		t.Fatalf("after truncation LSO %d, want 2", st.LastStableOffset)
+	}
+	if _, rr := readCommitted(t, p); len(rr.AbortedTxns) != 0 {
+		t.Fatalf("after truncation aborted = %+v", rr.AbortedTxns)
+	}
+}

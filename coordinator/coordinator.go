@@ -115,6 +115,13 @@ type Coordinator struct {
 type partitionState struct {
 	loading bool
 	groups  map[string]*group
+	// txnGroups indexes the groups with pending transactional offsets by
+	// producer id (Kafka's openGroupsForProducer); an entry may outlive the
+	// group's pending offsets, never the other way round.
+	txnGroups map[int64]map[string]struct{}
+	// completedDuringLoad holds the CompleteTxn calls that arrived while
+	// the partition was loading; they are applied before it is served.
+	completedDuringLoad []txnCompletion
 }
 
 // New returns a coordinator that owns no partition yet. It starts the

@@ -53,6 +53,11 @@ type offsetEntry struct {
 	metadata    string
 	commitTime  time.Time
 	expireTime  time.Time // zero unless an old (v1 value) record set one
+	// appendOffset is the log offset of the batch that stored this commit
+	// (Kafka's appendedBatchOffset). A committed transaction replaces the
+	// current offset only if its batch is newer (txn_offsets.go); snapshots
+	// keep it across rewrites.
+	appendOffset int64
 }
 
 // timerToken identifies one scheduled timer; a callback whose token is no
@@ -102,20 +107,31 @@ type group struct {
 	// which is only written at SyncGroup, on becoming Empty and on static
 	// member replacement; snapshots rewrite this, never the live state.
 	storedMeta []byte
+	// pendingTxn holds, per producer id, the transactional offsets appended
+	// by TxnOffsetCommit whose transaction has not ended (Kafka's
+	// pendingTransactionalOffsetCommits): invisible to OffsetFetch until
+	// CompleteTxn commits them. Each entry's appendOffset is set.
+	pendingTxn map[int64]map[topicPartition]offsetEntry
+	// inflight counts, per partition, commits (plain or transactional)
+	// being written: with pendingTxn, what makes OffsetFetch with
+	// require_stable answer UNSTABLE_OFFSET_COMMIT.
+	inflight map[topicPartition]int
 }
 
 func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group {
 	return &group{
-		c:         c,
-		id:        id,
-		partition: partition,
-		writeTok:  make(chan struct{}, 1),
-		state:     stateEmpty,
-		stateTime: now,
-		members:   map[string]*member{},
-		pending:   map[string]*member{},
-		static:    map[string]string{},
-		offsets:   map[topicPartition]offsetEntry{},
+		c:          c,
+		id:         id,
+		partition:  partition,
+		writeTok:   make(chan struct{}, 1),
+		state:      stateEmpty,
+		stateTime:  now,
+		members:    map[string]*member{},
+		pending:    map[string]*member{},
+		static:     map[string]string{},
+		offsets:    map[topicPartition]offsetEntry{},
+		pendingTxn: map[int64]map[topicPartition]offsetEntry{},
+		inflight:   map[topicPartition]int{},
 	}
 }
 

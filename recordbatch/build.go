@@ -114,32 +114,42 @@ func BuildTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch
 	}, []Record{{Key: key, Value: value}})
 }
 
-// ControlType returns the type of a control batch's record (ControlAbort,
-// ControlCommit, or another type Kafka may add) from its key.
-func ControlType(batch []byte) (int16, error) {
+// Control is the record of a control batch: its type (ControlAbort,
+// ControlCommit, or a type Kafka may add) and, for transaction markers, the
+// coordinator epoch from the value.
+type Control struct {
+	Type             int16
+	CoordinatorEpoch int32
+}
+
+// ParseControl decodes the record of a control batch.
+func ParseControl(batch []byte) (Control, error) {
 	h, err := ParseHeader(batch)
 	if err != nil {
-		return 0, err
+		return Control{}, err
 	}
 	if !h.IsControl() {
-		return 0, fmt.Errorf("%w: not a control batch", ErrCorrupt)
+		return Control{}, fmt.Errorf("%w: not a control batch", ErrCorrupt)
 	}
-	var typ int16 = -1
+	c := Control{Type: -1, CoordinatorEpoch: -1}
 	err = ForEachRecord(batch, func(r kmsg.Record) error {
-		if typ >= 0 {
+		if c.Type >= 0 {
 			return nil
 		}
 		if len(r.Key) < 4 {
 			return fmt.Errorf("%w: control record key of %d bytes", ErrCorrupt, len(r.Key))
 		}
-		typ = int16(binary.BigEndian.Uint16(r.Key[2:]))
+		c.Type = int16(binary.BigEndian.Uint16(r.Key[2:]))
+		if (c.Type == ControlAbort || c.Type == ControlCommit) && len(r.Value) >= 6 {
+			c.CoordinatorEpoch = int32(binary.BigEndian.Uint32(r.Value[2:]))
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return Control{}, err
 	}
-	if typ < 0 {
-		return 0, fmt.Errorf("%w: control batch without a record", ErrCorrupt)
+	if c.Type < 0 {
+		return Control{}, fmt.Errorf("%w: control batch without a record", ErrCorrupt)
 	}
-	return typ, nil
+	return c, nil
 }

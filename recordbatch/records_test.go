@@ -132,13 +132,13 @@ func TestTxnMarkerRoundTrip(t *testing.T) {
 		if !h.IsControl() || !h.IsTransactional() || h.ProducerID != 42 || h.ProducerEpoch != 7 || h.BaseSequence != -1 {
 			t.Fatalf("header %+v", h)
 		}
-		typ, err := ControlType(batch)
-		want := ControlAbort
+		c, err := ParseControl(batch)
+		want := Control{Type: ControlAbort, CoordinatorEpoch: 3}
 		if commit {
-			want = ControlCommit
+			want.Type = ControlCommit
 		}
-		if err != nil || typ != want {
-			t.Fatalf("ControlType = %d, %v; want %d", typ, err, want)
+		if err != nil || c != want {
+			t.Fatalf("ParseControl = %+v, %v; want %+v", c, err, want)
 		}
 		// kmsg reads the value as Kafka's EndTxnMarker.
 		if err := ForEachRecord(batch, func(r kmsg.Record) error {
@@ -154,7 +154,7 @@ func TestTxnMarkerRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ControlType(Build(NoProducer(), []Record{{Value: []byte("x")}})); err == nil {
-		t.Fatal("ControlType of a data batch: no error")
+	if _, err := ParseControl(Build(NoProducer(), []Record{{Value: []byte("x")}})); err == nil {
+		t.Fatal("ParseControl of a data batch: no error")
 	}
 }

@@ -16,8 +16,9 @@ import (
 // Fetch: v0-16
 //
 // Behaviour:
-// * Consumers read below the high watermark only (read_committed and
-//   read_uncommitted alike: there are no transactions yet).
+// * Consumers read below the high watermark (read_uncommitted) or the last
+//   stable offset (read_committed, with the aborted transactions in the
+//   range so the consumer can drop their records).
 // * Long poll: the request waits until MinBytes are available or MaxWait
 //   passes, waking as soon as any requested partition's log or high
 //   watermark moves (no polling).
@@ -184,12 +185,12 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 				waitOn = append(waitOn, t.part.Changed())
 			}
 		}
-		total, news := readFetchTargets(targets, maxBytes, incremental, replicaID)
+		total, news := readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
 		if total >= int(req.MinBytes) || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
 			break
 		}
 		if !waitAny(ctx, waitOn, deadline) {
-			readFetchTargets(targets, maxBytes, incremental, replicaID)
+			readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
 			break
 		}
 	}
@@ -237,7 +238,7 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 // readFetchTargets reads every target once, filling out. It returns the
 // bytes read and whether an incremental response has something to say
 // other than records (an error or changed offsets).
-func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, replicaID int32) (int, bool) {
+func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, replicaID int32, readCommitted bool) (int, bool) {
 	now := time.Now()
 	total := 0
 	news := false
@@ -274,7 +275,7 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 				// moves the high watermark and its ISR membership.
 				res, err = t.part.ReadForFollower(replicaID, t.sp.fetchOffset, max(limit, 0), t.sp.currentLeaderEpoch, now)
 			} else {
-				res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch)
+				res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch, readCommitted)
 			}
 		} else {
 			st := t.part.State()
@@ -284,7 +285,7 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 			out.ErrorCode = protocol.ErrorCode(err)
 			if errors.Is(err, kerr.OffsetOutOfRange) || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) {
 				out.HighWatermark = res.HighWatermark
-				out.LastStableOffset = res.HighWatermark
+				out.LastStableOffset = res.LastStableOffset
 				out.LogStartOffset = res.LogStartOffset
 			}
 			t.out, t.include = out, true
@@ -292,8 +293,14 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 			continue
 		}
 		out.HighWatermark = res.HighWatermark
-		out.LastStableOffset = res.HighWatermark
+		out.LastStableOffset = res.LastStableOffset
 		out.LogStartOffset = res.LogStartOffset
+		if readCommitted {
+			out.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(res.AbortedTxns))
+			for _, a := range res.AbortedTxns {
+				out.AbortedTransactions = append(out.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+			}
+		}
 		t.records = res.Records
 		size := res.Records.Size()
 		total += size

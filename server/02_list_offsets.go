@@ -11,11 +11,13 @@ import (
 // ListOffsets: v0-8
 //
 // Behaviour:
-// * -2 earliest (log start offset), -1 latest (high watermark), -3 the
+// * -2 earliest (log start offset), -1 latest (high watermark, or the last
+//   stable offset for read_committed), -3 the
 //   batch with the largest timestamp (v7+), -4 earliest local (v8+, the log
 //   start offset: there is no tiered storage), and a timestamp: the first
 //   batch whose max timestamp is at or after it, at batch precision.
-// * Offsets at or above the high watermark are never returned.
+// * Offsets at or above the high watermark (read_committed: the last stable
+//   offset) are never returned.
 //
 // Version notes:
 // * v0: MaxNumOffsets and a list of offsets
@@ -37,7 +39,7 @@ func handleListOffsets(_ context.Context, b *Broker, _ *requestContext, kreq kms
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			offset, ts, epoch, err := b.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch)
+			offset, ts, epoch, err := b.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.IsolationLevel == 1)
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 			} else {
@@ -53,7 +55,7 @@ func handleListOffsets(_ context.Context, b *Broker, _ *requestContext, kreq kms
 	return resp, nil
 }
 
-func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clientEpoch int32) (offset, ts int64, epoch int32, err error) {
+func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clientEpoch int32, readCommitted bool) (offset, ts int64, epoch int32, err error) {
 	part, err := b.localPartition(topic, partition)
 	if err != nil {
 		return -1, -1, -1, err
@@ -62,14 +64,20 @@ func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clie
 		return -1, -1, -1, err
 	}
 	st := part.State()
+	// Kafka's fetchOffsetForTimestamp: read_committed clients see offsets
+	// below the last stable offset only.
+	bound := st.HighWatermark
+	if readCommitted {
+		bound = st.LastStableOffset
+	}
 	switch timestamp {
 	case -2, -4:
 		return st.LogStartOffset, -1, st.LeaderEpoch, nil
 	case -1:
-		return st.HighWatermark, -1, st.LeaderEpoch, nil
+		return bound, -1, st.LeaderEpoch, nil
 	case -3:
 		mts, moff := part.Log().MaxTimestamp()
-		if moff < 0 || moff >= st.HighWatermark {
+		if moff < 0 || moff >= bound {
 			return -1, -1, -1, nil
 		}
 		return moff, mts, st.LeaderEpoch, nil
@@ -78,7 +86,7 @@ func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clie
 		return -1, -1, -1, kerr.InvalidRequest
 	}
 	off, fts, ok := part.Log().OffsetForTimestamp(timestamp)
-	if !ok || off >= st.HighWatermark {
+	if !ok || off >= bound {
 		return -1, -1, -1, nil
 	}
 	return off, fts, st.LeaderEpoch, nil

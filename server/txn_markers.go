@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kbroker/kbroker/internal/kafkaconn"
+	"github.com/kbroker/kbroker/txn"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnMarkerSender is the transaction coordinator's MarkerWriter: Kafka's
+// TransactionMarkerChannelManager. It sends WriteTxnMarkers to each
+// partition's leader (or writes directly when the leader is this broker)
+// and retries what failed until every partition has its marker.
+type txnMarkerSender struct {
+	b *Broker
+
+	mu sync.Mutex
+	// conns guarded by mu: one connection per leader broker id, replaced
+	// when the broker's address changes.
+	conns  map[int32]*kafkaconn.Conn
+	closed bool
+}
+
+func newTxnMarkerSender(b *Broker) *txnMarkerSender {
+	return &txnMarkerSender{b: b, conns: make(map[int32]*kafkaconn.Conn)}
+}
+
+// Marker retries back off from markerMinBackoff, doubling up to
+// markerMaxBackoff: a leader that is moving is usually back within
+// milliseconds, one that is down should not be hammered.
+const (
+	markerMinBackoff = 10 * time.Millisecond
+	markerMaxBackoff = 500 * time.Millisecond
+	// markerRequestTimeout bounds one WriteTxnMarkers round trip; the
+	// leader waits up to markerWaitTimeout for replication.
+	markerRequestTimeout = markerWaitTimeout + 5*time.Second
+)
+
+// errMarkerFenced says a leader refused a marker because the producer or
+// the coordinator moved on: the transaction is someone else's now.
+var errMarkerFenced = errors.New("transaction marker fenced")
+
+// markerOutcome decides what one partition's answer means for a marker
+// (Kafka's TransactionMarkerRequestCompletionHandler): done, retry, or
+// fenced (stop sending the whole marker). A partition whose topic is gone
+// is done: Kafka drops markers of deleted topics.
+type markerOutcome int
+
+const (
+	markerRetry markerOutcome = iota
+	markerDone
+	markerStop
+)
+
+func decideMarker(err error, topicExists bool) markerOutcome {
+	switch {
+	case err == nil:
+		return markerDone
+	case !topicExists:
+		return markerDone
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionCoordinatorFenced):
+		return markerStop
+	default:
+		return markerRetry
+	}
+}
+
+// WriteMarkers implements txn.MarkerWriter.
+func (s *txnMarkerSender) WriteMarkers(ctx context.Context, m txn.Markers) error {
+	pending := m.Partitions
+	backoff := time.Duration(0)
+	for len(pending) > 0 {
+		md := s.b.controller.Metadata()
+		byLeader := map[int32][]txn.TopicPartition{}
+		var retry []txn.TopicPartition
+		for _, tp := range pending {
+			t, ok := md.Topics[tp.Topic]
+			switch {
+			case !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions):
+				s.b.logger.Info("dropping transaction marker of a partition that no longer exists", "partition", fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), "producer_id", m.ProducerID)
+			case t.Partitions[tp.Partition].Leader < 0:
+				retry = append(retry, tp)
+			default:
+				l := t.Partitions[tp.Partition].Leader
+				byLeader[l] = append(byLeader[l], tp)
+			}
+		}
+		type answer struct {
+			results map[txn.TopicPartition]error
+		}
+		answers := make(chan answer, len(byLeader))
+		for leader, tps := range byLeader {
+			go func() {
+				part := m
+				part.Partitions = tps
+				answers <- answer{s.send(ctx, leader, part)}
+			}()
+		}
+		var stop error
+		for range byLeader {
+			a := <-answers
+			md := s.b.controller.Metadata()
+			for tp, err := range a.results {
+				_, exists := md.Topics[tp.Topic]
+				switch decideMarker(err, exists) {
+				case markerRetry:
+					retry = append(retry, tp)
+				case markerStop:
+					stop = fmt.Errorf("%w: %s-%d: %v", errMarkerFenced, tp.Topic, tp.Partition, err)
+				}
+			}
+		}
+		if stop != nil {
+			return stop
+		}
+		pending = retry
+		if len(pending) == 0 {
+			return nil
+		}
+		backoff = min(max(2*backoff, markerMinBackoff), markerMaxBackoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return fmt.Errorf("transaction markers for producer %d: %d partitions left: %w", m.ProducerID, len(pending), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// send delivers m (whose partitions share one leader) and returns each
+// partition's result; a failed round trip is an error for all of them.
+func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers) map[txn.TopicPartition]error {
+	results := make(map[txn.TopicPartition]error, len(m.Partitions))
+	if leader == s.b.self.ID {
+		return s.b.writeTxnMarkersLocally(ctx, m)
+	}
+	fail := func(err error) map[txn.TopicPartition]error {
+		for _, tp := range m.Partitions {
+			results[tp] = err
+		}
+		return results
+	}
+	conn, err := s.conn(leader)
+	if err != nil {
+		return fail(err)
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	rm := kmsg.NewWriteTxnMarkersRequestMarker()
+	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	byTopic := map[string]int{}
+	for _, tp := range m.Partitions {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			rt.Topic = tp.Topic
+			rm.Topics = append(rm.Topics, rt)
+			i = len(rm.Topics) - 1
+			byTopic[tp.Topic] = i
+		}
+		rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
+	}
+	req.Markers = append(req.Markers, rm)
+	rctx, cancel := context.WithTimeout(ctx, markerRequestTimeout)
+	defer cancel()
+	kresp, err := conn.Request(rctx, req)
+	if err != nil {
+		return fail(fmt.Errorf("WriteTxnMarkers to broker %d: %w", leader, err))
+	}
+	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
+	for _, sm := range resp.Markers {
+		for _, st := range sm.Topics {
+			for _, sp := range st.Partitions {
+				results[txn.TopicPartition{Topic: st.Topic, Partition: sp.Partition}] = kerr.ErrorForCode(sp.ErrorCode)
+			}
+		}
+	}
+	for _, tp := range m.Partitions {
+		if _, ok := results[tp]; !ok {
+			results[tp] = fmt.Errorf("%w: broker %d did not answer for %s-%d", kerr.UnknownServerError, leader, tp.Topic, tp.Partition)
+		}
+	}
+	return results
+}
+
+// conn returns the connection to broker id, at its current address.
+func (s *txnMarkerSender) conn(id int32) (*kafkaconn.Conn, error) {
+	md := s.b.controller.Metadata()
+	info, ok := md.Broker(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: broker %d is not live", kerr.NotLeaderForPartition, id)
+	}
+	addr := net.JoinHostPort(info.Host, strconv.Itoa(int(info.Port)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("%w: broker shutting down", kerr.BrokerNotAvailable)
+	}
+	c := s.conns[id]
+	if c == nil || c.Addr() != addr {
+		if c != nil {
+			c.Close()
+		}
+		c = kafkaconn.New(addr, "kbroker-txn-"+strconv.Itoa(int(s.b.self.ID)))
+		s.conns[id] = c
+	}
+	return c, nil
+}
+
+// Close closes the connections; later sends fail.
+func (s *txnMarkerSender) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for id, c := range s.conns {
+		c.Close()
+		delete(s.conns, id)
+	}
+}
+
+var _ txn.MarkerWriter = (*txnMarkerSender)(nil)

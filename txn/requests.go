@@ -1,0 +1,337 @@
+package txn
+
+// The coordinator's requests: InitProducerId, AddPartitionsToTxn (and its
+// KIP-890 verification), AddOffsetsToTxn (a partition add), EndTxn,
+// DescribeTransactions, ListTransactions. Errors are kerr values (wrapped);
+// the server turns them into codes, and maps PRODUCER_FENCED to
+// INVALID_PRODUCER_EPOCH for old versions.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// InitProducerID is InitProducerId with a (non-null) transactional id: a new
+// id gets a new producer id at epoch 0; a known one gets its epoch bumped,
+// fencing the previous producer (or a new producer id once the epochs run
+// out). An ongoing transaction is aborted first, under a bumped epoch, and
+// the answer is CONCURRENT_TRANSACTIONS so that the client retries.
+// expected is the producer id and epoch of a KIP-360 request, nil if none.
+func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs int32, expected *ProducerIDAndEpoch) (ProducerIDAndEpoch, error) {
+	fail := ProducerIDAndEpoch{ID: noProducerID, Epoch: noProducerEpoch}
+	if id == "" {
+		// As the producer client: an empty id is not a transactional id.
+		return fail, fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+	}
+	if !validTimeout(timeoutMs, c.cfg.MaxTimeout.Milliseconds()) {
+		return fail, fmt.Errorf("%w: %d ms (transaction.max.timeout.ms is %d)", kerr.InvalidTransactionTimeout,
+			timeoutMs, c.cfg.MaxTimeout.Milliseconds())
+	}
+	newID := noProducerID
+	for {
+		ps, plan, err := c.planInitLocking(id, timeoutMs, expected, newID)
+		if errors.Is(err, errNeedProducerID) {
+			if newID, err = c.producers(); err != nil {
+				return fail, fmt.Errorf("allocating a producer id: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return fail, err
+		}
+		if plan.fence {
+			if err := c.writeFence(ctx, ps, plan.next); err != nil {
+				return fail, err
+			}
+			return fail, fmt.Errorf("%w: aborting the ongoing transaction of %q", kerr.ConcurrentTransactions, id)
+		}
+		if err := c.write(ctx, ps, []Metadata{plan.next}, false, nil); err != nil {
+			return fail, err
+		}
+		c.logger.Info("initialized transactional id", "transactional_id", id, "producer_id", plan.next.ProducerID,
+			"producer_epoch", plan.next.ProducerEpoch, "partition", ps.partition)
+		return ProducerIDAndEpoch{ID: plan.next.ProducerID, Epoch: plan.next.ProducerEpoch}, nil
+	}
+}
+
+// planInitLocking finds (or, given newID, creates) the id's entry, decides,
+// and marks the entry pending when there is something to write.
+func (c *Coordinator) planInitLocking(id string, timeoutMs int32, expected *ProducerIDAndEpoch, newID int64) (*partitionState, initPlan, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.partitionLocked(id)
+	if err != nil {
+		return nil, initPlan{}, err
+	}
+	e := ps.txns[id]
+	if e == nil {
+		if newID < 0 {
+			return nil, initPlan{}, errNeedProducerID
+		}
+		// As Kafka's putTransactionStateIfNotExists: the entry exists
+		// from now on, even if the write below fails.
+		e = &entry{meta: newMetadata(id, newID, timeoutMs, c.nowMs()), pending: none}
+		ps.txns[id] = e
+		newID = noProducerID
+	}
+	plan, err := planInit(e.meta, e.pending != none, e.failedFence, timeoutMs, expected, newID, c.nowMs())
+	if err != nil {
+		return nil, initPlan{}, err
+	}
+	e.pending = plan.next.State
+	return ps, plan, nil
+}
+
+// writeFence writes the PrepareAbort of a fence (an InitProducerId over an
+// ongoing transaction, or its timeout) and starts the markers.
+func (c *Coordinator) writeFence(ctx context.Context, ps *partitionState, next Metadata) error {
+	err := c.write(ctx, ps, []Metadata{next}, false, func(e *entry) { c.completeLocked(ps, next.TransactionalID, e) })
+	if err != nil {
+		c.mu.Lock()
+		if e := ps.txns[next.TransactionalID]; e != nil && c.partitions[ps.partition] == ps {
+			e.failedFence = true
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// AddPartitions is AddPartitionsToTxn for one transaction (and
+// AddOffsetsToTxn, with the group's __consumer_offsets partition): the
+// partitions join the transaction, which becomes Ongoing.
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+	}
+	c.mu.Lock()
+	ps, err := c.partitionLocked(id)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	e := ps.txns[id]
+	if e == nil {
+		c.mu.Unlock()
+		return kerr.InvalidProducerIDMapping
+	}
+	next, write, err := planAddPartitions(e.meta, e.pending != none, producerID, epoch, union(nil, parts), c.nowMs())
+	if err != nil || !write {
+		c.mu.Unlock()
+		return err
+	}
+	e.pending = next.State
+	c.mu.Unlock()
+	return c.write(ctx, ps, []Metadata{next}, false, nil)
+}
+
+// VerifyPartitions answers, per partition, whether it is in the id's
+// ongoing transaction (nil) or not (INVALID_TXN_STATE): the broker-side
+// check of KIP-890 part 1 before a transactional produce is appended. A
+// non-nil error applies to every partition.
+func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16, parts []TopicPartition) ([]error, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.partitionLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	e := ps.txns[id]
+	if e == nil {
+		return nil, kerr.InvalidProducerIDMapping
+	}
+	return verifyPartitions(e.meta, producerID, epoch, parts)
+}
+
+// EndTxn commits or aborts the id's ongoing transaction: PrepareCommit or
+// PrepareAbort is written (acks=all) before answering; the markers and the
+// completion follow in the background. A retry of an EndTxn that already
+// completed the same way succeeds.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+	}
+	c.mu.Lock()
+	ps, err := c.partitionLocked(id)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	e := ps.txns[id]
+	if e == nil {
+		c.mu.Unlock()
+		return kerr.InvalidProducerIDMapping
+	}
+	next, write, err := planEndTxn(e.meta, e.pending != none, producerID, epoch, commit, c.nowMs())
+	if err != nil || !write {
+		c.mu.Unlock()
+		return err
+	}
+	e.pending = next.State
+	c.mu.Unlock()
+	return c.write(ctx, ps, []Metadata{next}, false, func(e *entry) { c.completeLocked(ps, id, e) })
+}
+
+// Describe is DescribeTransactions for one id:
+// TRANSACTIONAL_ID_NOT_FOUND when unknown (or being expired).
+func (c *Coordinator) Describe(id string) (Metadata, error) {
+	if id == "" {
+		return Metadata{}, fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.partitionLocked(id)
+	if err != nil {
+		return Metadata{}, err
+	}
+	e := ps.txns[id]
+	if e == nil || e.meta.State == Dead || e.pending == Dead {
+		return Metadata{}, kerr.TransactionalIDNotFound
+	}
+	return e.meta, nil
+}
+
+// ListFilter selects the transactions ListTransactions reports; zero
+// values select everything.
+type ListFilter struct {
+	States      []string // state names; unknown ones are returned apart
+	ProducerIDs []int64
+	// MinDurationMs (v1): only transactions running longer than this;
+	// negative: all.
+	MinDurationMs int64
+}
+
+// List is ListTransactions over the partitions this broker leads: the
+// matching transactions (sorted by id), and the state names it did not
+// know. While a partition loads it answers COORDINATOR_LOAD_IN_PROGRESS.
+func (c *Coordinator) List(f ListFilter) (txns []Metadata, unknownStates []string, err error) {
+	states := map[State]bool{}
+	for _, name := range f.States {
+		if s, ok := ParseState(name); ok {
+			states[s] = true
+		} else {
+			unknownStates = append(unknownStates, name)
+		}
+	}
+	pids := map[int64]bool{}
+	for _, id := range f.ProducerIDs {
+		pids[id] = true
+	}
+	nowMs := c.nowMs()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, kerr.CoordinatorNotAvailable
+	}
+	for _, ps := range c.partitions {
+		if ps.loading {
+			return nil, nil, kerr.CoordinatorLoadInProgress
+		}
+	}
+	for _, ps := range c.partitions {
+		for _, e := range ps.txns {
+			m := e.meta
+			switch {
+			case m.State == Dead || e.pending == Dead:
+			case len(pids) > 0 && !pids[m.ProducerID]:
+			case len(f.States) > 0 && !states[m.State]:
+			case f.MinDurationMs >= 0 && nowMs-m.StartMs <= f.MinDurationMs:
+			default:
+				txns = append(txns, m)
+			}
+		}
+	}
+	sort.Slice(txns, func(i, j int) bool { return txns[i].TransactionalID < txns[j].TransactionalID })
+	return txns, unknownStates, nil
+}
+
+// AbortTimedOut aborts every ongoing transaction older than its timeout
+// (Kafka's abortTimedOutTransactions): the epoch is bumped, which fences
+// the producer, then PrepareAbort, markers, CompleteAbort. It returns once
+// the aborts are under way; the loop calls it every AbortInterval.
+func (c *Coordinator) AbortTimedOut(ctx context.Context) {
+	nowMs := c.nowMs()
+	type fence struct {
+		ps   *partitionState
+		next Metadata
+	}
+	var fences []fence
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	for _, ps := range c.partitions {
+		if ps.loading {
+			continue
+		}
+		for _, e := range ps.txns {
+			if !timedOut(e.meta, e.pending != none, nowMs) {
+				continue
+			}
+			next, err := planFence(e.meta, false, e.failedFence, nowMs)
+			if err != nil {
+				c.logger.Error("cannot abort timed out transaction", "transactional_id", e.meta.TransactionalID, "err", err)
+				continue
+			}
+			e.pending = next.State
+			fences = append(fences, fence{ps, next})
+		}
+	}
+	c.bg.Add(len(fences))
+	c.mu.Unlock()
+	for _, f := range fences {
+		c.logger.Info("aborting timed out transaction", "transactional_id", f.next.TransactionalID,
+			"producer_id", f.next.ProducerID, "bumped_epoch", f.next.ProducerEpoch)
+		go func() {
+			defer c.bg.Done()
+			if err := c.writeFence(f.ps.ctx, f.ps, f.next); err != nil {
+				c.logger.Warn("aborting timed out transaction failed", "transactional_id", f.next.TransactionalID, "err", err)
+			}
+		}()
+	}
+}
+
+// ExpireTransactionalIDs removes the ids idle for transactional.id.expiration.ms
+// with no transaction in flight (Kafka's removeExpiredTransactionalIds):
+// one batch of tombstones per partition, written acks=all.
+func (c *Coordinator) ExpireTransactionalIDs(ctx context.Context) {
+	nowMs := c.nowMs()
+	byPartition := map[*partitionState][]Metadata{}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	for _, ps := range c.partitions {
+		if ps.loading {
+			continue
+		}
+		for _, e := range ps.txns {
+			if !expired(e.meta, e.pending != none, nowMs, c.cfg.IDExpiration.Milliseconds()) {
+				continue
+			}
+			if err := transition(e.meta, Dead); err != nil {
+				continue
+			}
+			dead := e.meta
+			dead.State = Dead
+			e.pending = Dead
+			byPartition[ps] = append(byPartition[ps], dead)
+		}
+	}
+	c.mu.Unlock()
+	for ps, dead := range byPartition {
+		if err := c.write(ctx, ps, dead, false, nil); err != nil {
+			c.logger.Warn("expiring transactional ids failed", "partition", ps.partition, "ids", len(dead), "err", err)
+			continue
+		}
+		c.logger.Info("expired transactional ids", "partition", ps.partition, "ids", len(dead))
+	}
+}

@@ -144,9 +144,6 @@ type entry struct {
 	// when idle. While set, other transitions answer
 	// CONCURRENT_TRANSACTIONS.
 	pending State
-	// failedFence is Kafka's hasFailedEpochFence: the last fence's write
-	// failed, so the next fence reuses its (never handed out) epoch.
-	failedFence bool
 }
 
 // New returns a coordinator that owns no partition yet. producers allocates
@@ -422,7 +419,6 @@ func (c *Coordinator) completeLocked(ps *partitionState, id string, e *entry) {
 	if prepared.State == PrepareCommit {
 		e.pending = CompleteCommit
 	}
-	e.failedFence = false
 	m := Markers{
 		ProducerID:       prepared.ProducerID,
 		ProducerEpoch:    prepared.ProducerEpoch,

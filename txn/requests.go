@@ -78,7 +78,7 @@ func (c *Coordinator) planInitLocking(id string, timeoutMs int32, expected *Prod
 		ps.txns[id] = e
 		newID = noProducerID
 	}
-	plan, err := planInit(e.meta, e.pending != none, e.failedFence, timeoutMs, expected, newID, c.nowMs())
+	plan, err := planInit(e.meta, e.pending != none, timeoutMs, expected, newID, c.nowMs())
 	if err != nil {
 		return nil, initPlan{}, err
 	}
@@ -89,15 +89,7 @@ func (c *Coordinator) planInitLocking(id string, timeoutMs int32, expected *Prod
 // writeFence writes the PrepareAbort of a fence (an InitProducerId over an
 // ongoing transaction, or its timeout) and starts the markers.
 func (c *Coordinator) writeFence(ctx context.Context, ps *partitionState, next Metadata) error {
-	err := c.write(ctx, ps, []Metadata{next}, false, func(e *entry) { c.completeLocked(ps, next.TransactionalID, e) })
-	if err != nil {
-		c.mu.Lock()
-		if e := ps.txns[next.TransactionalID]; e != nil && c.partitions[ps.partition] == ps {
-			e.failedFence = true
-		}
-		c.mu.Unlock()
-	}
-	return err
+	return c.write(ctx, ps, []Metadata{next}, false, func(e *entry) { c.completeLocked(ps, next.TransactionalID, e) })
 }
 
 // AddPartitions is AddPartitionsToTxn for one transaction (and
@@ -275,7 +267,7 @@ func (c *Coordinator) AbortTimedOut(ctx context.Context) {
 			if !timedOut(e.meta, e.pending != none, nowMs) {
 				continue
 			}
-			next, err := planFence(e.meta, false, e.failedFence, nowMs)
+			next, err := planFence(e.meta, false, nowMs)
 			if err != nil {
 				c.logger.Error("cannot abort timed out transaction", "transactional_id", e.meta.TransactionalID, "err", err)
 				continue

@@ -180,9 +180,8 @@ type initPlan struct {
 
 // planInit is TransactionCoordinator.prepareInitProducerIdTransit. newID is
 // a freshly allocated producer id, or -1: when the epoch is exhausted and
-// newID is -1, it returns errNeedProducerID. failedFence is Kafka's
-// hasFailedEpochFence.
-func planInit(cur Metadata, pending bool, failedFence bool, timeoutMs int32, expected *ProducerIDAndEpoch, newID int64, nowMs int64) (initPlan, error) {
+// newID is -1, it returns errNeedProducerID.
+func planInit(cur Metadata, pending bool, timeoutMs int32, expected *ProducerIDAndEpoch, newID int64, nowMs int64) (initPlan, error) {
 	if pending {
 		return initPlan{}, kerr.ConcurrentTransactions
 	}
@@ -209,7 +208,7 @@ func planInit(cur Metadata, pending bool, failedFence bool, timeoutMs int32, exp
 		// Abort the ongoing transaction under a bumped epoch (never
 		// returned to anyone); the retry bumps it again, or rotates the
 		// producer id if that exhausted the epochs.
-		next, err := planFence(cur, false, failedFence, nowMs)
+		next, err := planFence(cur, false, nowMs)
 		return initPlan{next: next, fence: true}, err
 	}
 	return initPlan{}, errIllegalState(cur, Empty)
@@ -281,9 +280,11 @@ func rotateProducerID(cur Metadata, newID int64, timeoutMs int32, recordLastEpoc
 // endTransaction makes of it (Kafka passes through the in-memory
 // PrepareEpochFence): the ongoing transaction becomes PrepareAbort under
 // epoch+1, which fences the producer at the coordinator and, through the
-// markers, at every partition. After a failed fence write the epoch is not
-// bumped again (it was never handed out).
-func planFence(cur Metadata, pending, failedFence bool, nowMs int64) (Metadata, error) {
+// markers, at every partition. Kafka bumps its in-memory epoch before the
+// write and keeps a hasFailedEpochFence flag so that a failed write is not
+// bumped twice; here a failed write changes nothing, so the next fence
+// bumps from the same stored epoch to the same (never handed out) epoch.
+func planFence(cur Metadata, pending bool, nowMs int64) (Metadata, error) {
 	if pending {
 		return Metadata{}, kerr.ConcurrentTransactions
 	}
@@ -294,9 +295,7 @@ func planFence(cur Metadata, pending, failedFence bool, nowMs int64) (Metadata, 
 		return Metadata{}, fmt.Errorf("%w: cannot fence producer id %d at epoch %d", kerr.UnknownServerError, cur.ProducerID, cur.ProducerEpoch)
 	}
 	next := cur
-	if !failedFence {
-		next.ProducerEpoch++
-	}
+	next.ProducerEpoch++
 	next.LastProducerEpoch = noProducerEpoch
 	next.State = PrepareAbort
 	next.UpdateMs = nowMs

@@ -61,17 +61,16 @@ var tpA, tpB = TopicPartition{"a", 0}, TopicPartition{"b", 1}
 func TestPlanInit(t *testing.T) {
 	const now = 100
 	for _, tc := range []struct {
-		name        string
-		cur         Metadata
-		pending     bool
-		failedFence bool
-		expected    *ProducerIDAndEpoch
-		newID       int64
-		wantErr     error
-		wantPID     int64
-		wantEpoch   int16
-		wantLast    int16
-		wantFence   bool
+		name      string
+		cur       Metadata
+		pending   bool
+		expected  *ProducerIDAndEpoch
+		newID     int64
+		wantErr   error
+		wantPID   int64
+		wantEpoch int16
+		wantLast  int16
+		wantFence bool
 	}{
 		{name: "new id: epoch -1 becomes 0", cur: meta(Empty, 7, -1), newID: -1, wantPID: 7, wantEpoch: 0, wantLast: -1},
 		{name: "known id: bump fences the old producer", cur: meta(CompleteCommit, 7, 3), newID: -1, wantPID: 7, wantEpoch: 4, wantLast: -1},
@@ -79,7 +78,6 @@ func TestPlanInit(t *testing.T) {
 		{name: "prepare commit in flight", cur: meta(PrepareCommit, 7, 3), newID: -1, wantErr: kerr.ConcurrentTransactions},
 		{name: "prepare abort in flight", cur: meta(PrepareAbort, 7, 3), newID: -1, wantErr: kerr.ConcurrentTransactions},
 		{name: "ongoing: fence with epoch+1", cur: ongoing(7, 3, tpA), newID: -1, wantPID: 7, wantEpoch: 4, wantLast: -1, wantFence: true},
-		{name: "ongoing after a failed fence: same epoch", cur: ongoing(7, 4, tpA), failedFence: true, newID: -1, wantPID: 7, wantEpoch: 4, wantLast: -1, wantFence: true},
 		{name: "exhausted epoch: needs a producer id", cur: meta(Empty, 7, math.MaxInt16-1), newID: -1, wantErr: errNeedProducerID},
 		{name: "exhausted epoch: rotates", cur: meta(CompleteAbort, 7, math.MaxInt16-1), newID: 9, wantPID: 9, wantEpoch: 0, wantLast: -1},
 		{name: "KIP-360 rotation records the last epoch", cur: meta(Empty, 7, math.MaxInt16-1), newID: 9,
@@ -101,7 +99,7 @@ func TestPlanInit(t *testing.T) {
 		{name: "dead is a bug", cur: meta(Dead, 7, 1), newID: -1, wantErr: kerr.UnknownServerError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := planInit(tc.cur, tc.pending, tc.failedFence, 30000, tc.expected, tc.newID, now)
+			plan, err := planInit(tc.cur, tc.pending, 30000, tc.expected, tc.newID, now)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -130,16 +128,16 @@ func TestPlanInit(t *testing.T) {
 }
 
 func TestPlanFence(t *testing.T) {
-	if _, err := planFence(meta(Empty, 1, 1), false, false, 9); !errors.Is(err, kerr.UnknownServerError) {
+	if _, err := planFence(meta(Empty, 1, 1), false, 9); !errors.Is(err, kerr.UnknownServerError) {
 		t.Errorf("fence of Empty: %v", err)
 	}
-	if _, err := planFence(ongoing(1, 1, tpA), true, false, 9); !errors.Is(err, kerr.ConcurrentTransactions) {
+	if _, err := planFence(ongoing(1, 1, tpA), true, 9); !errors.Is(err, kerr.ConcurrentTransactions) {
 		t.Errorf("fence while pending: %v", err)
 	}
-	if _, err := planFence(ongoing(1, math.MaxInt16, tpA), false, false, 9); err == nil {
+	if _, err := planFence(ongoing(1, math.MaxInt16, tpA), false, 9); err == nil {
 		t.Error("fence at MaxInt16 overflowed")
 	}
-	n, err := planFence(withLast(ongoing(1, 1, tpA), 1, 0), false, false, 9)
+	n, err := planFence(withLast(ongoing(1, 1, tpA), 1, 0), false, 9)
 	if err != nil || n.ProducerEpoch != 2 || n.LastProducerEpoch != -1 || n.State != PrepareAbort || n.UpdateMs != 9 {
 		t.Errorf("fence = %+v, %v", n, err)
 	}
@@ -229,8 +227,8 @@ func TestPlanEndTxn(t *testing.T) {
 	}{
 		{cur: ongoing(1, 0, tpA), pid: 1, commit: true, wantWrite: true, wantState: PrepareCommit},
 		{cur: ongoing(1, 0, tpA), pid: 1, commit: false, wantWrite: true, wantState: PrepareAbort},
-		{cur: meta(CompleteCommit, 1, 0), pid: 1, commit: true},                               // retry: OK
-		{cur: meta(CompleteAbort, 1, 0), pid: 1, commit: false},                               // retry: OK
+		{cur: meta(CompleteCommit, 1, 0), pid: 1, commit: true},                                 // retry: OK
+		{cur: meta(CompleteAbort, 1, 0), pid: 1, commit: false},                                 // retry: OK
 		{cur: meta(CompleteCommit, 1, 0), pid: 1, commit: false, wantErr: kerr.InvalidTxnState}, // abort after commit
 		{cur: meta(CompleteAbort, 1, 0), pid: 1, commit: true, wantErr: kerr.InvalidTxnState},
 		{cur: meta(PrepareCommit, 1, 0), pid: 1, commit: true, wantErr: kerr.ConcurrentTransactions},

@@ -68,5 +68,13 @@ type Config struct {
 	TransactionalIDExpiration     time.Duration // transactional.id.expiration.ms (default 7 days)
 	ProducerIDExpiration          time.Duration // producer.id.expiration.ms (default 1 day)
 
+	TransactionStateLogNumPartitions     int32         // transaction.state.log.num.partitions (default 50)
+	TransactionStateLogReplicationFactor int16         // transaction.state.log.replication.factor (default 3, capped by live brokers)
+	TransactionStateLogMinISR            int32         // transaction.state.log.min.isr (default 2, capped by the replication factor)
+	TransactionStateLogSegmentBytes      int64         // transaction.state.log.segment.bytes (default 100 MiB)
+	TransactionMaxTimeout                time.Duration // transaction.max.timeout.ms (default 15 min)
+	TransactionAbortTimedOutInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10 s)
+	TransactionRemoveExpiredIDsInterval  time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms (default 1 h)
+
 	MetricsAddress string // kbroker.metrics.address, host:port of the Prometheus /metrics endpoint (empty = none)
 }

@@ -62,6 +62,14 @@ func Default() Config {
 		GroupMaxSessionTimeout:        30 * time.Minute,
 		TransactionalIDExpiration:     7 * 24 * time.Hour,
 		ProducerIDExpiration:          24 * time.Hour,
+
+		TransactionStateLogNumPartitions:     50,
+		TransactionStateLogReplicationFactor: 3,
+		TransactionStateLogMinISR:            2,
+		TransactionStateLogSegmentBytes:      100 << 20,
+		TransactionMaxTimeout:                15 * time.Minute,
+		TransactionAbortTimedOutInterval:     10 * time.Second,
+		TransactionRemoveExpiredIDsInterval:  time.Hour,
 	}
 }
 
@@ -385,6 +393,13 @@ func properties() []prop {
 		durationProp("group.max.session.timeout.ms", "largest session timeout a member may ask for", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }),
 		durationProp("transactional.id.expiration.ms", "idle time before a transactional id expires", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
 		durationProp("producer.id.expiration.ms", "idle time before a producer id's state expires", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+		int32Prop("transaction.state.log.num.partitions", "partitions of __transaction_state", 1, math.MaxInt32, func(c *Config) *int32 { return &c.TransactionStateLogNumPartitions }),
+		int16Prop("transaction.state.log.replication.factor", "replication factor of __transaction_state (capped by live brokers)", 1, func(c *Config) *int16 { return &c.TransactionStateLogReplicationFactor }),
+		int32Prop("transaction.state.log.min.isr", "min.insync.replicas of __transaction_state (capped by its replication factor)", 1, math.MaxInt32, func(c *Config) *int32 { return &c.TransactionStateLogMinISR }),
+		int64Prop("transaction.state.log.segment.bytes", "segment size of __transaction_state", 1, math.MaxInt32, func(c *Config) *int64 { return &c.TransactionStateLogSegmentBytes }),
+		durationProp("transaction.max.timeout.ms", "largest transaction timeout a producer may ask for", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
+		durationProp("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often transactions past their timeout are aborted", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionAbortTimedOutInterval }),
+		durationProp("transaction.remove.expired.transaction.cleanup.interval.ms", "how often expired transactional ids are removed", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionRemoveExpiredIDsInterval }),
 
 		{
 			name: "kbroker.metrics.address",

@@ -77,15 +77,15 @@ group.initial.rebalance.delay.ms=0
 		t.Fatal(err)
 	}
 	wantUnknown := []string{"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
-		"socket.receive.buffer.bytes", "socket.send.buffer.bytes", "transaction.state.log.min.isr",
-		"transaction.state.log.replication.factor"}
+		"socket.receive.buffer.bytes", "socket.send.buffer.bytes"}
 	if !reflect.DeepEqual(unknown, wantUnknown) {
 		t.Errorf("unknown = %q\nwant %q", unknown, wantUnknown)
 	}
 	if c.BrokerID != 1 || c.Listeners[0] != "PLAINTEXT://:9093" || c.AdvertisedListeners[0] != "PLAINTEXT://kafka-1.example:9093" ||
 		!reflect.DeepEqual(c.LogDirs, []string{"/var/lib/kafka/a", "/var/lib/kafka/b"}) || c.NumPartitions != 3 ||
 		c.LogRetentionMs != 72*time.Hour || c.ZookeeperConnect != "zk1:2181,zk2:2181/kafka" ||
-		c.GroupInitialRebalanceDelay != 0 || c.OffsetsTopicReplicationFactor != 3 {
+		c.GroupInitialRebalanceDelay != 0 || c.OffsetsTopicReplicationFactor != 3 ||
+		c.TransactionStateLogReplicationFactor != 1 || c.TransactionStateLogMinISR != 1 {
 		t.Errorf("loaded %+v", c)
 	}
 }

@@ -80,6 +80,11 @@ type Partition struct {
 	leaderID      int32
 	highWatermark int64
 	producers     *producerStates
+	// verifying holds, per producer id, the guard of a transaction
+	// verification in flight (KIP-890 part 1): a client's transactional
+	// batch that would open a transaction is appended only with the
+	// guard of a verification that no marker has overtaken since.
+	verifying map[int64]*TxnVerification
 	// changed is closed and replaced whenever the log end or the high
 	// watermark moves, so waiters never miss a wake-up: they take the
 	// channel under mu, release mu, then select on it.
@@ -189,6 +194,48 @@ type AppendResult struct {
 // watermark as far as the ISR allows. It does not wait for replication: use
 // WaitForHighWatermark for acks=all.
 func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Header, requiredAcks int16, now time.Time) (AppendResult, error) {
+	return p.appendAsLeader(batches, headers, requiredAcks, now, false, nil)
+}
+
+// AppendFromClient is AppendAsLeader for a producer's batches: a
+// transactional batch that opens a transaction on this partition needs
+// verified, the guard of a verification (StartTxnVerification) that the
+// coordinator confirmed, or it gets INVALID_TXN_STATE, as Kafka's
+// UnifiedLog with transaction.partition.verification.enable.
+func (p *Partition) AppendFromClient(batches [][]byte, headers []recordbatch.Header, requiredAcks int16, now time.Time, verified *TxnVerification) (AppendResult, error) {
+	return p.appendAsLeader(batches, headers, requiredAcks, now, true, verified)
+}
+
+// TxnVerification is the guard of one transaction verification of a
+// producer on a partition (Kafka's VerificationGuard): compared by
+// identity.
+type TxnVerification struct {
+	producerID int64
+	epoch      int16
+}
+
+// StartTxnVerification returns the guard for verifying, with the
+// transaction coordinator, that producerID's transaction includes this
+// partition before its batch is appended; nil when the producer already
+// has a transaction open here at epoch (nothing to verify).
+func (p *Partition) StartTxnVerification(producerID int64, epoch int16) *TxnVerification {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.producers.hasOpenTxn(producerID, epoch) {
+		return nil
+	}
+	if g, ok := p.verifying[producerID]; ok && g.epoch == epoch {
+		return g
+	}
+	g := &TxnVerification{producerID: producerID, epoch: epoch}
+	if p.verifying == nil {
+		p.verifying = make(map[int64]*TxnVerification)
+	}
+	p.verifying[producerID] = g
+	return g
+}
+
+func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Header, requiredAcks int16, now time.Time, fromClient bool, verified *TxnVerification) (AppendResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.isLeader {
@@ -208,6 +255,11 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 		c, err := p.producers.check(h)
 		if err != nil {
 			return AppendResult{}, err
+		}
+		if fromClient && h.IsTransactional() && c.duplicate == nil && !p.producers.hasOpenTxn(h.ProducerID, h.ProducerEpoch) {
+			if g := p.verifying[h.ProducerID]; verified == nil || g != verified || g.epoch != h.ProducerEpoch {
+				return AppendResult{}, fmt.Errorf("%w: producer %d's batch is not part of a verified ongoing transaction", kerr.InvalidTxnState, h.ProducerID)
+			}
 		}
 		if c.duplicate != nil {
 			if len(headers) != 1 {
@@ -237,6 +289,9 @@ func (p *Partition) AppendAsLeader(batches [][]byte, headers []recordbatch.Heade
 			return AppendResult{}, p.storageFailed(fmt.Errorf("append to %s: %w", p.tp, err))
 		}
 		p.producers.update(h, res.LogAppendTime)
+		if h.IsTransactional() {
+			delete(p.verifying, h.ProducerID) // the transaction is open now
+		}
 		if i == 0 {
 			res.BaseOffset = h.BaseOffset
 		}
@@ -383,6 +438,9 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 		c.Type = recordbatch.ControlCommit
 	}
 	p.producers.completeTxn(h, c)
+	// A verification that a marker overtook is void: the transaction it
+	// verified has ended.
+	delete(p.verifying, producerID)
 	p.maybeIncrementHighWatermarkLocked()
 	p.notifyLocked()
 	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.BaseOffset, LogAppendTime: -1, LogStartOffset: p.log.StartOffset(), LeaderEpoch: p.leaderEpoch}, nil

@@ -180,6 +180,13 @@ func (s *producerStates) entry(id int64, epoch int16) *producerEntry {
 	return e
 }
 
+// hasOpenTxn reports whether the producer has a transaction open on the
+// partition at epoch.
+func (s *producerStates) hasOpenTxn(producerID int64, epoch int16) bool {
+	e, ok := s.byID[producerID]
+	return ok && e.txnFirstOffset >= 0 && e.epoch == epoch
+}
+
 // checkMarker validates a transaction marker before a leader appends it
 // (Kafka's ProducerAppendInfo.appendEndTxnMarker): a marker of an older
 // producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator

@@ -132,3 +132,48 @@ func TestPartitionTransactions(t *testing.T) {
 		t.Fatalf("after truncation aborted = %+v", rr.AbortedTxns)
 	}
 }
+
+// KIP-890 part 1: a client's batch that opens a transaction needs a
+// verification guard, and a marker written between verification and
+// append voids the guard (the hanging-transaction race).
+func TestPartitionTxnVerification(t *testing.T) {
+	m, p := openLeader(t, t.TempDir())
+	defer m.Close()
+	now := time.Now()
+	b, h := txnBatch(1, 0, 0, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, nil); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("unverified batch opening a transaction: %v", err)
+	}
+	g := p.StartTxnVerification(1, 0)
+	if g == nil {
+		t.Fatal("no guard for a producer without an open transaction")
+	}
+	if _, err := p.AppendFromClient(b, h, -1, now, &TxnVerification{producerID: 1}); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("another guard: %v", err)
+	}
+	if _, err := p.AppendFromClient(b, h, -1, now, g); err != nil {
+		t.Fatalf("verified batch: %v", err)
+	}
+	if p.StartTxnVerification(1, 0) != nil {
+		t.Fatal("a guard asked for while the transaction is open")
+	}
+	b, h = txnBatch(1, 0, 1, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, nil); err != nil {
+		t.Fatalf("later batch of the open transaction: %v", err)
+	}
+	// Verified, then the coordinator aborts (timeout) before the append.
+	if _, err := p.AppendTxnMarker(1, 0, true, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	g = p.StartTxnVerification(1, 0)
+	if _, err := p.AppendTxnMarker(1, 1, false, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	b, h = txnBatch(1, 0, 2, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, g); err == nil {
+		t.Fatal("a batch verified before a marker was appended after it")
+	}
+	if st := p.State(); st.LastStableOffset != st.HighWatermark {
+		t.Fatalf("a hanging transaction: LSO %d, HW %d", st.LastStableOffset, st.HighWatermark)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
+	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,6 +28,13 @@ import (
 //   key: a keyless one gets INVALID_RECORD (with the record indexes in
 //   ErrorRecords, v8+) and nothing of the partition's batches is appended,
 //   as Kafka's LogValidator.
+// * Transactional batches: a batch that opens the producer's transaction on
+//   a partition is appended only after the transaction coordinator confirms
+//   the partition is in the ongoing transaction (KIP-890 part 1,
+//   transaction verification; INVALID_TXN_STATE otherwise, NOT_ENOUGH_REPLICAS
+//   while the coordinator cannot answer). Transactional batches without a
+//   transactional id get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and a
+//   control batch from a client INVALID_RECORD, as Kafka.
 // * acks=-1 waits until the high watermark passes the batch or
 //   TimeoutMillis passes; acks=0 gets no response at all.
 //
@@ -60,6 +68,22 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 	var waits []pending
 
 	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
+	// Kafka answers a request with transactional batches but no
+	// transactional id as an authorization failure, for every partition.
+	refuseTxn := req.TransactionID == nil && hasTransactionalBatches(req)
+	// Phase 1: validate every partition's batches; phase 2: verify the
+	// transactions they open (KIP-890 part 1, one coordinator call); phase
+	// 3: append.
+	type target struct {
+		part     *replica.Partition
+		batches  [][]byte
+		headers  []recordbatch.Header
+		out      *kmsg.ProduceResponseTopicPartition
+		setErr   func(error)
+		txn      txn.TopicPartition
+		verified *replica.TxnVerification
+	}
+	var targets []*target
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti, rt := range req.Topics {
 		st := &resp.Topics[ti]
@@ -72,6 +96,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 			sp.Partition = rp.Partition
 			setErr := func(err error) {
 				sp.ErrorCode = protocol.ErrorCode(err)
+				sp.BaseOffset = -1
 				if req.Version >= 8 {
 					msg := err.Error()
 					sp.ErrorMessage = &msg
@@ -81,9 +106,13 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 				setErr(kerr.InvalidRequiredAcks)
 				continue
 			}
-			if rt.Topic == offsetsTopic {
+			if refuseTxn {
+				setErr(fmt.Errorf("%w: transactional records without a transactional id", kerr.TransactionalIDAuthorizationFailed))
+				continue
+			}
+			if isInternalTopic(rt.Topic) {
 				// Kafka refuses client writes to its internal topics.
-				setErr(fmt.Errorf("%w: cannot produce to internal topic %s", kerr.InvalidTopicException, offsetsTopic))
+				setErr(fmt.Errorf("%w: cannot produce to internal topic %s", kerr.InvalidTopicException, rt.Topic))
 				continue
 			}
 			part, err := b.produceTarget(rt.Topic, rp.Partition)
@@ -105,17 +134,50 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 					continue
 				}
 			}
-			res, err := part.AppendAsLeader(batches, headers, req.Acks, now)
-			if err != nil {
-				setErr(err)
+			t := &target{part: part, batches: batches, headers: headers, out: sp, setErr: setErr,
+				txn: txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}}
+			if h := headers[0]; h.IsTransactional() && req.TransactionID != nil {
+				t.verified = part.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
+			}
+			targets = append(targets, t)
+		}
+	}
+	var toVerify []txn.TopicPartition
+	for _, t := range targets {
+		if t.verified != nil {
+			toVerify = append(toVerify, t.txn)
+		}
+	}
+	if len(toVerify) > 0 {
+		h := targets[0].headers[0]
+		for _, t := range targets {
+			if t.verified != nil {
+				h = t.headers[0]
+				break
+			}
+		}
+		results := b.verifyTxnPartitions(ctx, *req.TransactionID, h.ProducerID, h.ProducerEpoch, toVerify)
+		kept := targets[:0]
+		for _, t := range targets {
+			if err := results[t.txn]; t.verified != nil && err != nil {
+				t.setErr(err)
 				continue
 			}
-			sp.BaseOffset = res.BaseOffset
-			sp.LogAppendTime = res.LogAppendTime
-			sp.LogStartOffset = res.LogStartOffset
-			if req.Acks == -1 {
-				waits = append(waits, pending{part: part, append: res, out: sp})
-			}
+			kept = append(kept, t)
+		}
+		targets = kept
+	}
+	for _, t := range targets {
+		res, err := t.part.AppendFromClient(t.batches, t.headers, req.Acks, now, t.verified)
+		if err != nil {
+			t.setErr(err)
+			continue
+		}
+		t.out.BaseOffset = res.BaseOffset
+		t.out.LogAppendTime = res.LogAppendTime
+		t.out.LogStartOffset = res.LogStartOffset
+		if req.Acks == -1 {
+			waits = append(waits, pending{part: t.part, append: res, out: t.out})
 		}
 	}
 	if req.Acks == 0 {
@@ -147,6 +209,23 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 	}
 	return resp, nil
 }
+
+// hasTransactionalBatches reports whether any batch of the request has the
+// transactional bit (read from the raw bytes, before validation).
+func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if h, err := recordbatch.ParseHeader(rp.Records); err == nil && h.IsTransactional() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isInternalTopic reports Kafka's internal topics, which clients may not
+// write to.
+func isInternalTopic(topic string) bool { return topic == offsetsTopic || topic == txn.TopicName }
 
 // keylessRecords checks that every record of batches has a key, as Kafka's
 // LogValidator does for a compacted topic: a keyless record could never be

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,18 +15,25 @@ import (
 // TransactionMarkerChannelManager. It sends WriteTxnMarkers to each
 // partition's leader (or writes directly when the leader is this broker)
 // and retries what failed until every partition has its marker.
+//
+// It also holds the connections produce verifications use to reach
+// transaction coordinators (txn_verify.go): apart from the markers', as a
+// marker request may wait out a replication timeout and a verification
+// must not queue behind it.
 type txnMarkerSender struct {
-	b *Broker
-
-	mu sync.Mutex
-	// conns guarded by mu: one connection per leader broker id, replaced
-	// when the broker's address changes.
-	conns  map[int32]*kafkaconn.Conn
-	closed bool
+	b           *Broker
+	peers       *peerConns
+	verifyPeers *peerConns
 }
 
 func newTxnMarkerSender(b *Broker) *txnMarkerSender {
-	return &txnMarkerSender{b: b, conns: make(map[int32]*kafkaconn.Conn)}
+	return &txnMarkerSender{b: b, peers: newPeerConns(b, "kbroker-txn-markers"), verifyPeers: newPeerConns(b, "kbroker-txn-verify")}
+}
+
+// Close closes the sender's connections; later sends fail.
+func (s *txnMarkerSender) Close() {
+	s.peers.Close()
+	s.verifyPeers.Close()
 }
 
 // Marker retries back off from markerMinBackoff, doubling up to
@@ -148,7 +151,7 @@ func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers)
 		}
 		return results
 	}
-	conn, err := s.conn(leader)
+	conn, err := s.peers.get(leader)
 	if err != nil {
 		return fail(err)
 	}
@@ -188,41 +191,6 @@ func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers)
 		}
 	}
 	return results
-}
-
-// conn returns the connection to broker id, at its current address.
-func (s *txnMarkerSender) conn(id int32) (*kafkaconn.Conn, error) {
-	md := s.b.controller.Metadata()
-	info, ok := md.Broker(id)
-	if !ok {
-		return nil, fmt.Errorf("%w: broker %d is not live", kerr.NotLeaderForPartition, id)
-	}
-	addr := net.JoinHostPort(info.Host, strconv.Itoa(int(info.Port)))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, fmt.Errorf("%w: broker shutting down", kerr.BrokerNotAvailable)
-	}
-	c := s.conns[id]
-	if c == nil || c.Addr() != addr {
-		if c != nil {
-			c.Close()
-		}
-		c = kafkaconn.New(addr, "kbroker-txn-"+strconv.Itoa(int(s.b.self.ID)))
-		s.conns[id] = c
-	}
-	return c, nil
-}
-
-// Close closes the connections; later sends fail.
-func (s *txnMarkerSender) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	for id, c := range s.conns {
-		c.Close()
-		delete(s.conns, id)
-	}
 }
 
 var _ txn.MarkerWriter = (*txnMarkerSender)(nil)

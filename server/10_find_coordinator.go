@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -16,7 +18,12 @@ import (
 // * Group keys: the coordinator is the leader of the group's
 //   __consumer_offsets partition (Kafka's hash of the group id); the topic
 //   is created on first use with offsets.topic.num.partitions partitions.
-// * Transaction keys: INVALID_REQUEST with a message (no transactions yet).
+// * Transaction keys: the coordinator is the leader of the transactional
+//   id's __transaction_state partition (the same hash); the topic is
+//   created on first use with transaction.state.log.num.partitions
+//   partitions, replication factor transaction.state.log.replication.factor
+//   (capped by live brokers) and min.insync.replicas
+//   transaction.state.log.min.isr (capped by the replication factor).
 //
 // Version notes:
 // * v1: key type, error message
@@ -59,20 +66,26 @@ func handleFindCoordinator(_ context.Context, b *Broker, _ *requestContext, kreq
 }
 
 func (b *Broker) findCoordinator(keyType int8, key string) (controller.BrokerInfo, error) {
-	if keyType == 2 {
+	var topic string
+	var p int32
+	switch keyType {
+	case 0:
+		if err := b.ensureOffsetsTopic(); err != nil {
+			return controller.BrokerInfo{}, err
+		}
+		topic, p = offsetsTopic, b.groups.PartitionFor(key)
+	case 1:
+		if err := b.ensureTxnTopic(); err != nil {
+			return controller.BrokerInfo{}, err
+		}
+		topic, p = txn.TopicName, b.txns.PartitionFor(key)
+	case 2:
 		return controller.BrokerInfo{}, fmt.Errorf("%w: kbroker does not support share groups", kerr.InvalidRequest)
-	}
-	if keyType != 0 {
-		// INVALID_REQUEST rather than a retriable code, so a transactional
-		// client fails at once with this message instead of retrying forever.
-		return controller.BrokerInfo{}, fmt.Errorf("%w: kbroker does not support transactions yet", kerr.InvalidRequest)
-	}
-	if err := b.ensureOffsetsTopic(); err != nil {
-		return controller.BrokerInfo{}, err
+	default:
+		return controller.BrokerInfo{}, fmt.Errorf("%w: unknown coordinator key type %d", kerr.InvalidRequest, keyType)
 	}
 	md := b.controller.Metadata()
-	t := md.Topics[offsetsTopic]
-	p := b.groups.PartitionFor(key)
+	t := md.Topics[topic]
 	if t == nil || int(p) >= len(t.Partitions) {
 		return controller.BrokerInfo{}, kerr.CoordinatorNotAvailable
 	}
@@ -85,22 +98,41 @@ func (b *Broker) findCoordinator(keyType int8, key string) (controller.BrokerInf
 
 // ensureOffsetsTopic creates __consumer_offsets on first use, as Kafka does.
 func (b *Broker) ensureOffsetsTopic() error {
+	return b.ensureInternalTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicReplicationFactor, 0,
+		map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
+}
+
+// ensureTxnTopic creates __transaction_state on first use, as Kafka does.
+func (b *Broker) ensureTxnTopic() error {
+	return b.ensureInternalTopic(txn.TopicName, b.cfg.TransactionStateLogNumPartitions,
+		b.cfg.TransactionStateLogReplicationFactor, b.cfg.TransactionStateLogMinISR,
+		map[string]string{"cleanup.policy": "compact",
+			"segment.bytes": strconv.FormatInt(b.cfg.TransactionStateLogSegmentBytes, 10)})
+}
+
+// ensureInternalTopic creates a coordinator's internal topic unless it
+// exists: the replication factor is capped by the live brokers, and
+// min.insync.replicas (when minISR > 0) by the replication factor, so a
+// small cluster can still write it.
+func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, minISR int32, configs map[string]string) error {
 	md := b.controller.Metadata()
-	if _, ok := md.Topics[offsetsTopic]; ok {
+	if _, ok := md.Topics[name]; ok {
 		return nil
 	}
-	rf := b.cfg.OffsetsTopicReplicationFactor
 	if int(rf) > len(md.Brokers) {
 		rf = int16(len(md.Brokers))
 	}
+	if minISR > 0 {
+		configs["min.insync.replicas"] = strconv.Itoa(int(min(minISR, int32(max(rf, 1)))))
+	}
 	_, err := b.createTopicAnywhere(controller.CreateTopicRequest{
-		Name:              offsetsTopic,
-		NumPartitions:     b.cfg.OffsetsTopicNumPartitions,
+		Name:              name,
+		NumPartitions:     partitions,
 		ReplicationFactor: rf,
-		Configs:           map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
+		Configs:           configs,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: creating %s: %v", kerr.CoordinatorNotAvailable, offsetsTopic, err)
+		return fmt.Errorf("%w: creating %s: %v", kerr.CoordinatorNotAvailable, name, err)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func TestLibrdkafkaVersionProbes(t *testing.T) {
 
 // Telemetry APIs must stay unadvertised until implemented (DESIGN.md §6).
 func TestUnimplementedAPIsNotAdvertised(t *testing.T) {
-	for _, key := range []kmsg.Key{kmsg.GetTelemetrySubscriptions, kmsg.PushTelemetry, kmsg.AddPartitionsToTxn, kmsg.EndTxn} {
+	for _, key := range []kmsg.Key{kmsg.GetTelemetrySubscriptions, kmsg.PushTelemetry} {
 		if _, _, ok := versionRange(key.Int16()); ok {
 			t.Errorf("%s is advertised but not implemented", kmsg.NameForKey(key.Int16()))
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
+	"github.com/kbroker/kbroker/txn"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // offsetsTopic is Kafka's internal topic for committed offsets and groups.
@@ -35,8 +37,12 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 		tp := act.tp
 		part, hosted := b.replicas.Get(tp)
 		wasLeader := hosted && part.State().IsLeader
-		if act.kind != actLead && wasLeader && tp.Topic == offsetsTopic {
-			b.groups.Resign(tp.Partition)
+		var ledEpoch int32 = -1
+		if wasLeader {
+			ledEpoch = part.State().LeaderEpoch
+		}
+		if act.kind != actLead && wasLeader {
+			b.resignCoordinator(tp)
 		}
 		switch act.kind {
 		case actDelete:
@@ -84,6 +90,12 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 			if tp.Topic == offsetsTopic && !wasLeader {
 				go b.becomeCoordinator(tp.Partition)
 			}
+			// The transaction coordinator's epoch is the leader epoch: a
+			// new one (even without a leader change in between) reloads,
+			// so markers carry the epoch partition leaders check.
+			if tp.Topic == txn.TopicName && (!wasLeader || ledEpoch != ps.LeaderEpoch) {
+				go b.becomeTxnCoordinator(tp.Partition, ps.LeaderEpoch)
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -111,26 +123,51 @@ func (b *Broker) becomeCoordinator(partition int32) {
 	}
 }
 
-// offsetsLog stores the group coordinator's records in __consumer_offsets
-// through the replica layer, with acks=all.
-type offsetsLog struct{ b *Broker }
+// resignCoordinator tells the coordinator of an internal topic's partition
+// that this broker no longer leads it.
+func (b *Broker) resignCoordinator(tp replica.TopicPartition) {
+	switch tp.Topic {
+	case offsetsTopic:
+		b.groups.Resign(tp.Partition)
+	case txn.TopicName:
+		b.txns.Resign(tp.Partition)
+	}
+}
 
-func (o *offsetsLog) partition(p int32) (*replica.Partition, error) {
-	part, ok := o.b.replicas.Get(replica.TopicPartition{Topic: offsetsTopic, Partition: p})
+// becomeTxnCoordinator loads the transactional ids of one
+// __transaction_state partition.
+func (b *Broker) becomeTxnCoordinator(partition, leaderEpoch int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := b.txns.BecomeLeader(ctx, partition, leaderEpoch); err != nil {
+		b.logger.Error("loading transaction coordinator partition failed", "partition", partition, "err", err)
+	}
+}
+
+// internalLog stores a coordinator's records in its internal topic
+// (__consumer_offsets, __transaction_state) through the replica layer, with
+// acks=all.
+type internalLog struct {
+	b     *Broker
+	topic string
+}
+
+func (o *internalLog) partition(p int32) (*replica.Partition, error) {
+	part, ok := o.b.replicas.Get(replica.TopicPartition{Topic: o.topic, Partition: p})
 	if !ok {
-		return nil, fmt.Errorf("%s-%d is not hosted here", offsetsTopic, p)
+		return nil, fmt.Errorf("%w: %s-%d is not hosted here", kerr.NotLeaderForPartition, o.topic, p)
 	}
 	return part, nil
 }
 
-func (o *offsetsLog) Append(ctx context.Context, partition int32, batch []byte) (int64, error) {
+func (o *internalLog) Append(ctx context.Context, partition int32, batch []byte) (int64, error) {
 	part, err := o.partition(partition)
 	if err != nil {
 		return -1, err
 	}
 	h, err := recordbatch.Validate(batch)
 	if err != nil {
-		return -1, fmt.Errorf("group record batch: %w", err)
+		return -1, fmt.Errorf("%s record batch: %w", o.topic, err)
 	}
 	res, err := part.AppendAsLeader([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now())
 	if err != nil {
@@ -144,18 +181,18 @@ func (o *offsetsLog) Append(ctx context.Context, partition int32, batch []byte) 
 
 // DeleteBefore raises the log start offset, as DeleteRecords does, after a
 // coordinator snapshot made the records below offset redundant.
-func (o *offsetsLog) DeleteBefore(_ context.Context, partition int32, offset int64) error {
+func (o *internalLog) DeleteBefore(_ context.Context, partition int32, offset int64) error {
 	part, err := o.partition(partition)
 	if err != nil {
 		return err
 	}
 	if _, err := part.DeleteRecordsBefore(offset); err != nil {
-		return fmt.Errorf("delete %s-%d before %d: %w", offsetsTopic, partition, offset, err)
+		return fmt.Errorf("delete %s-%d before %d: %w", o.topic, partition, offset, err)
 	}
 	return nil
 }
 
-func (o *offsetsLog) ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error {
+func (o *internalLog) ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error {
 	part, err := o.partition(partition)
 	if err != nil {
 		return err
@@ -177,7 +214,7 @@ func (o *offsetsLog) ReadAll(ctx context.Context, partition int32, fn func(batch
 		}
 		batches, headers, err := recordbatch.Split(recs)
 		if err != nil {
-			return fmt.Errorf("read %s-%d at %d: %w", offsetsTopic, partition, offset, err)
+			return fmt.Errorf("read %s-%d at %d: %w", o.topic, partition, offset, err)
 		}
 		for i, batch := range batches {
 			if headers[i].NextOffset() <= offset {

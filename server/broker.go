@@ -18,6 +18,7 @@ import (
 	"github.com/kbroker/kbroker/coordinator"
 	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/replica"
+	"github.com/kbroker/kbroker/txn"
 )
 
 // Broker is one kbroker process.
@@ -29,6 +30,8 @@ type Broker struct {
 	replicas   *replica.Manager
 	controller controlPlane
 	groups     *coordinator.Coordinator
+	txns       *txn.Coordinator
+	txnMarkers *txnMarkerSender
 	fetches    *fetchSessions
 
 	// applyMu serialises applying metadata snapshots to the local replicas;
@@ -132,9 +135,7 @@ func (b *Broker) Run(ctx context.Context) error {
 				if !p.State().IsLeader {
 					continue
 				}
-				if tp := p.TopicPartition(); tp.Topic == offsetsTopic {
-					b.groups.Resign(tp.Partition)
-				}
+				b.resignCoordinator(p.TopicPartition())
 				b.replicas.StopLeading(p.TopicPartition())
 			}
 		},
@@ -157,7 +158,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		MinSessionTimeout:     b.cfg.GroupMinSessionTimeout,
 		MaxSessionTimeout:     b.cfg.GroupMaxSessionTimeout,
 		MaxRecordBytes:        b.cfg.MessageMaxBytes,
-	}, &offsetsLog{b: b}, b.logger.With("component", "groups"))
+	}, &internalLog{b: b, topic: offsetsTopic}, b.logger.With("component", "groups"))
+	b.txns = b.newTxnCoordinator()
 	b.controller.Subscribe(b.applyMetadata)
 	if err := b.applyMetadataErr(b.controller.Metadata()); err != nil {
 		b.shutdownStorage()
@@ -286,6 +288,7 @@ func (b *Broker) stopServing(listeners []net.Listener, cancelServe context.Cance
 		}
 	})
 	b.groups.Close()
+	b.closeTxnCoordinator()
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()

@@ -58,7 +58,7 @@ func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
 		MinSessionTimeout:     cfg.GroupMinSessionTimeout,
 		MaxSessionTimeout:     cfg.GroupMaxSessionTimeout,
 		MaxRecordBytes:        cfg.MessageMaxBytes,
-	}, &offsetsLog{b: b}, logger)
+	}, &internalLog{b: b, topic: offsetsTopic}, logger)
 	t.Cleanup(b.groups.Close)
 	b.controller.Subscribe(b.applyMetadata)
 	return b

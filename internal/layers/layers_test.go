@@ -16,7 +16,7 @@ const module = "github.com/kbroker/kbroker"
 // packages it may import directly; a package not listed may import any
 // project package except those in forbiddenEverywhere. The rules are the
 // dependency direction of shared/DESIGN.md: cmd -> server -> {coordinator,
-// controller, replica, protocol}; coordinator -> replica -> segment; the
+// txn, controller, replica, protocol}; coordinator -> replica -> segment; the
 // storage and wire edges import nothing of the project but the record
 // batch format and small internal helpers.
 var allowed = map[string][]string{
@@ -25,11 +25,12 @@ var allowed = map[string][]string{
 	"protocol":      {"recordbatch", "internal/"},
 	"replica":       {"recordbatch", "segment", "protocol", "internal/"},
 	"coordinator":   {"recordbatch", "protocol", "internal/"},
+	"txn":           {"recordbatch", "protocol", "internal/"},
 	"controller":    {"controller/zk", "protocol", "internal/"},
 	"controller/zk": {"internal/"},
 	"config":        {},
 	"internal/":     {"internal/"},
-	"server":        {"config", "controller", "coordinator", "replica", "segment", "protocol", "recordbatch", "internal/"},
+	"server":        {"config", "controller", "coordinator", "txn", "replica", "segment", "protocol", "recordbatch", "internal/"},
 	"verify":        {"segment", "recordbatch", "protocol", "internal/"},
 }
 

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+
+	"github.com/kbroker/kbroker/txn"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AddPartitionsToTxn: v0-5
+//
+// Behaviour:
+// * v0-3 (clients): the partitions join the transactional id's ongoing
+//   transaction (it becomes Ongoing), written to __transaction_state
+//   before the answer. Every partition gets the coordinator's answer. A
+//   partition of a topic that does not exist gets UNKNOWN_TOPIC_OR_PARTITION
+//   and every other one OPERATION_NOT_ATTEMPTED: nothing is added.
+// * v4+ (brokers, batched per transaction): the same per transaction; with
+//   VerifyOnly (KIP-890 part 1) nothing is added and each partition is
+//   answered NONE when it is in the ongoing transaction, INVALID_TXN_STATE
+//   when not.
+//
+// Version notes:
+// * v2: PRODUCER_FENCED; older versions get INVALID_PRODUCER_EPOCH instead
+// * v3: flexible
+// * v4: several transactions per request, VerifyOnly, top-level error code
+// * v5: TRANSACTION_ABORTABLE may be returned (KIP-890; not here)
+
+func init() { registerAPI(kmsg.AddPartitionsToTxn.Int16(), 0, 5, handleAddPartitionsToTxn) }
+
+// txnTopic is one topic's partitions of an AddPartitionsToTxn transaction,
+// and their answers.
+type txnTopic struct {
+	topic      string
+	partitions []int32
+	codes      []int16
+}
+
+func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version < 4 {
+		topics := make([]txnTopic, len(req.Topics))
+		for i, t := range req.Topics {
+			topics[i] = txnTopic{topic: t.Topic, partitions: t.Partitions}
+		}
+		b.addPartitionsToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, false, req.Version, topics)
+		for _, t := range topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.topic
+			for i, p := range t.partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, t.codes[i]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	for _, tr := range req.Transactions {
+		topics := make([]txnTopic, len(tr.Topics))
+		for i, t := range tr.Topics {
+			topics[i] = txnTopic{topic: t.Topic, partitions: t.Partitions}
+		}
+		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, req.Version, topics)
+		rtr := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		rtr.TransactionalID = tr.TransactionalID
+		for _, t := range topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			rt.Topic = t.topic
+			for i, p := range t.partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+				rp.Partition, rp.ErrorCode = p, t.codes[i]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rtr.Topics = append(rtr.Topics, rt)
+		}
+		resp.Transactions = append(resp.Transactions, rtr)
+	}
+	return resp, nil
+}
+
+// addPartitionsToTxn adds (or verifies) one transaction's partitions and
+// fills in each partition's answer.
+func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly bool, version int16, topics []txnTopic) {
+	var parts []txn.TopicPartition
+	unknown := false
+	md := b.controller.Metadata()
+	for i := range topics {
+		t := &topics[i]
+		t.codes = make([]int16, len(t.partitions))
+		mt := md.Topics[t.topic]
+		for j, p := range t.partitions {
+			if mt == nil || p < 0 || int(p) >= len(mt.Partitions) {
+				t.codes[j] = kerr.UnknownTopicOrPartition.Code
+				unknown = true
+				continue
+			}
+			parts = append(parts, txn.TopicPartition{Topic: t.topic, Partition: p})
+		}
+	}
+	if unknown {
+		// As Kafka: nothing is added when any partition is unknown.
+		for i := range topics {
+			for j, c := range topics[i].codes {
+				if c == 0 {
+					topics[i].codes[j] = kerr.OperationNotAttempted.Code
+				}
+			}
+		}
+		return
+	}
+	if verifyOnly {
+		errs, err := b.txns.VerifyPartitions(id, producerID, epoch, parts)
+		k := 0
+		for i := range topics {
+			for j := range topics[i].codes {
+				if err != nil {
+					topics[i].codes[j] = txnErrorCode(err, version, 2)
+				} else {
+					topics[i].codes[j] = txnErrorCode(errs[k], version, 2)
+				}
+				k++
+			}
+		}
+		return
+	}
+	err := b.txns.AddPartitions(ctx, id, producerID, epoch, parts)
+	if err != nil {
+		b.logger.Debug("AddPartitionsToTxn refused", "transactional_id", id, "err", err)
+	}
+	code := txnErrorCode(err, version, 2)
+	for i := range topics {
+		for j := range topics[i].codes {
+			topics[i].codes[j] = code
+		}
+	}
+}

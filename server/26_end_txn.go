@@ -1,0 +1,37 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// EndTxn: v0-4
+//
+// Behaviour:
+// * Commit or abort the transactional id's ongoing transaction:
+//   PrepareCommit / PrepareAbort is written to __transaction_state
+//   (acks=all) before the answer; the markers and CompleteCommit /
+//   CompleteAbort follow in the background. A retry of an EndTxn that
+//   already completed the same way succeeds; the other outcome, or no
+//   transaction, is INVALID_TXN_STATE; while the previous end is still
+//   writing its markers, CONCURRENT_TRANSACTIONS.
+//
+// Version notes:
+// * v2: PRODUCER_FENCED; older versions get INVALID_PRODUCER_EPOCH instead
+// * v3: flexible
+// * v4: TRANSACTION_ABORTABLE may be returned (KIP-890; not here)
+// * v5 (Kafka 4.0, transactions v2) is not served.
+
+func init() { registerAPI(kmsg.EndTxn.Int16(), 0, 4, handleEndTxn) }
+
+func handleEndTxn(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.EndTxnRequest)
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	err := b.txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+	if err != nil {
+		b.logger.Debug("EndTxn refused", "transactional_id", req.TransactionalID, "commit", req.Commit, "err", err)
+	}
+	resp.ErrorCode = txnErrorCode(err, req.Version, 2)
+	return resp, nil
+}

@@ -1,0 +1,52 @@
+package server
+
+import (
+	"context"
+
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeTransactions: v0
+//
+// Behaviour:
+// * Each transactional id this broker coordinates: its state, producer id
+//   and epoch, timeout, start time and partitions. An id coordinated
+//   elsewhere gets NOT_COORDINATOR (admin clients ask its coordinator), an
+//   unknown or expiring one TRANSACTIONAL_ID_NOT_FOUND, one whose partition
+//   is loading COORDINATOR_LOAD_IN_PROGRESS.
+//
+// Version notes:
+// * v0: flexible
+
+func init() { registerAPI(kmsg.DescribeTransactions.Int16(), 0, 0, handleDescribeTransactions) }
+
+func handleDescribeTransactions(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	for _, id := range req.TransactionalIDs {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID = id
+		m, err := b.txns.Describe(id)
+		if err != nil {
+			st.ErrorCode = protocol.ErrorCode(err)
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		st.State = m.State.String()
+		st.TimeoutMillis = m.TimeoutMs
+		st.StartTimestamp = m.StartMs
+		st.ProducerID, st.ProducerEpoch = m.ProducerID, m.ProducerEpoch
+		for _, tp := range m.Partitions { // sorted: one entry per topic
+			if n := len(st.Topics); n == 0 || st.Topics[n-1].Topic != tp.Topic {
+				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+				t.Topic = tp.Topic
+				st.Topics = append(st.Topics, t)
+			}
+			last := &st.Topics[len(st.Topics)-1]
+			last.Partitions = append(last.Partitions, tp.Partition)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return resp, nil
+}

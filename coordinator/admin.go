@@ -18,6 +18,13 @@ package coordinator
 // OffsetDelete: an Empty group loses the named offsets; a consumer group
 // with members answers GROUP_SUBSCRIBED_TO_TOPIC for topics it subscribes
 // to and deletes the rest; other non-empty groups answer NON_EMPTY_GROUP.
+//
+// Pending transactional offsets (Kafka's GroupMetadata.removeOffsets /
+// removeAllOffsets): they do not keep a group from being deleted; deleting
+// a group drops them, and OffsetDelete drops those of the partitions it
+// deletes, committed or not. Only committed offsets get tombstones: the
+// transactional batches stay in the log until a snapshot passes them, so
+// a reload before that brings those pending offsets back, as in Kafka.
 
 import (
 	"context"
@@ -197,6 +204,7 @@ func (g *group) allTombstonesLocked() []record {
 func (g *group) killLocked() {
 	g.state = stateDead
 	g.offsets = map[topicPartition]offsetEntry{}
+	g.pendingTxn = map[int64]*openTxn{}
 	g.storedMeta = nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
@@ -255,7 +263,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		g.mu.Unlock()
 		return answer(errNonEmptyGroup)
 	}
-	var deleting []topicPartition
+	var deleting, eligible []topicPartition
 	var records []record
 	for i, t := range req.Topics {
 		subscribed := false
@@ -271,6 +279,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 				continue
 			}
 			tp := topicPartition{t.Topic, p.Partition}
+			eligible = append(eligible, tp)
 			if _, ok := g.offsets[tp]; ok {
 				deleting = append(deleting, tp)
 				records = append(records, offsetTombstone(g.id, tp))
@@ -278,10 +287,12 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		}
 	}
 	now := c.now()
-	g.mu.Unlock()
 	if len(records) == 0 {
+		g.dropPendingLocked(eligible)
+		g.mu.Unlock()
 		return answer(0)
 	}
+	g.mu.Unlock()
 	var appendErr error
 	c.writeGroup(ctx, g, now, records, func(err error) {
 		appendErr = err
@@ -292,6 +303,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		for _, tp := range deleting {
 			delete(g.offsets, tp)
 		}
+		g.dropPendingLocked(eligible)
 		g.mu.Unlock()
 	})
 	if appendErr != nil {

@@ -193,7 +193,7 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error {
 	pl.mu.Unlock()
 
 	start := c.now()
-	groups, stats, err := c.load(ctx, partition)
+	groups, txnGroups, stats, err := c.load(ctx, partition)
 	c.mu.Lock()
 	if c.partitions[partition] != ps {
 		c.mu.Unlock()
@@ -207,7 +207,18 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error {
 		c.mu.Unlock()
 		return fmt.Errorf("load __consumer_offsets-%d: %w", partition, err)
 	}
+	// Completions that arrived during the replay apply before anything can
+	// see the groups, so none can overtake a later transaction of the same
+	// producer (the groups are not published yet: no group lock needed).
+	for _, tc := range ps.completedDuringLoad {
+		for id := range txnGroups[tc.producerID] {
+			groups[id].completeTxnLocked(tc.producerID, tc.commit)
+		}
+		delete(txnGroups, tc.producerID)
+	}
+	ps.completedDuringLoad = nil
 	ps.groups = groups
+	ps.txnGroups = txnGroups
 	ps.loading = false
 	c.mu.Unlock()
 

@@ -27,6 +27,7 @@ var (
 	errOffsetMetadataTooLarge    = kerr.OffsetMetadataTooLarge.Code
 	errInvalidCommitOffsetSize   = kerr.InvalidCommitOffsetSize.Code
 	errGroupSubscribedToTopic    = kerr.GroupSubscribedToTopic.Code
+	errUnstableOffsetCommit      = kerr.UnstableOffsetCommit.Code
 )
 
 // errTooLarge marks a write whose batch exceeds Config.MaxRecordBytes; it
@@ -57,4 +58,25 @@ func appendErrorCode(err error, forOffsets bool) int16 {
 	default:
 		return errCoordinatorNotAvailable
 	}
+}
+
+// txnAppendErrorCode maps a failed append of a TxnOffsetCommit: the
+// producer's and the transaction's errors from the partition pass through
+// (Kafka's maybeConvertOffsetCommitError returns them unchanged),
+// NETWORK_EXCEPTION (a failed verification) becomes
+// COORDINATOR_LOAD_IN_PROGRESS so older clients retry, and the rest maps as
+// a plain commit's.
+func txnAppendErrorCode(err error) int16 {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.InvalidTxnState,
+			kerr.InvalidProducerIDMapping, kerr.TransactionAbortable, kerr.UnknownProducerID,
+			kerr.ConcurrentTransactions, kerr.TransactionCoordinatorFenced:
+			return ke.Code
+		case kerr.NetworkException:
+			return errCoordinatorLoadInProgress
+		}
+	}
+	return appendErrorCode(err, true)
 }

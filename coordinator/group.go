@@ -110,8 +110,8 @@ type group struct {
 	// pendingTxn holds, per producer id, the transactional offsets appended
 	// by TxnOffsetCommit whose transaction has not ended (Kafka's
 	// pendingTransactionalOffsetCommits): invisible to OffsetFetch until
-	// CompleteTxn commits them. Each entry's appendOffset is set.
-	pendingTxn map[int64]map[topicPartition]offsetEntry
+	// CompleteTxn commits them.
+	pendingTxn map[int64]*openTxn
 	// inflight counts, per partition, commits (plain or transactional)
 	// being written: with pendingTxn, what makes OffsetFetch with
 	// require_stable answer UNSTABLE_OFFSET_COMMIT.
@@ -130,7 +130,7 @@ func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group 
 		pending:    map[string]*member{},
 		static:     map[string]string{},
 		offsets:    map[topicPartition]offsetEntry{},
-		pendingTxn: map[int64]map[topicPartition]offsetEntry{},
+		pendingTxn: map[int64]*openTxn{},
 		inflight:   map[topicPartition]int{},
 	}
 }

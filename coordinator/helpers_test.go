@@ -84,7 +84,9 @@ func (l *memLog) Append(ctx context.Context, partition int32, batch []byte) (int
 	mp := l.partLocked(partition)
 	base := mp.next
 	n := int64(h.LastOffsetDelta) + 1
-	mp.batches = append(mp.batches, memBatch{base: base, records: n, data: append([]byte(nil), batch...)})
+	data := append([]byte(nil), batch...)
+	recordbatch.SetBaseOffset(data, base) // as the log does; outside the CRC
+	mp.batches = append(mp.batches, memBatch{base: base, records: n, data: data})
 	l.history[partition] = append(l.history[partition], mp.batches[len(mp.batches)-1].data)
 	mp.next += n
 	return base, ctx.Err()

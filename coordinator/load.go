@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kbroker/kbroker/recordbatch"
 )
 
 // loadedGroup accumulates one group's records during a replay: later
@@ -18,6 +20,9 @@ type loadedGroup struct {
 	meta    *kmsg.GroupMetadataValue // nil: none, or deleted
 	metaRaw []byte                   // meta as stored (its value bytes)
 	offsets map[topicPartition]offsetEntry
+	// pending: the transactions still open at the end of the replay, by
+	// producer id.
+	pending map[int64]*openTxn
 }
 
 // loadStats describes a replay, for the snapshot trigger.
@@ -26,81 +31,191 @@ type loadStats struct {
 	live     int64 // estimated bytes of the records a snapshot would write
 }
 
-// load replays partition p and rebuilds its groups. Groups whose metadata
-// has members come back Stable with their assignments; their sessions
-// restart (onLoadedLocked). Groups with only offsets come back Empty.
-func (c *Coordinator) load(ctx context.Context, partition int32) (map[string]*group, loadStats, error) {
-	var stats loadStats
-	loaded := map[string]*loadedGroup{}
-	get := func(id string) *loadedGroup {
-		lg := loaded[id]
-		if lg == nil {
-			lg = &loadedGroup{offsets: map[topicPartition]offsetEntry{}}
-			loaded[id] = lg
-		}
-		return lg
+// replay rebuilds a partition's state from its batches, in log order
+// (GroupMetadataManager.doLoadGroupsAndOffsets).
+//
+// Transactional batches are held per producer id and per group until that
+// producer's control batch: a commit marker applies them (each only if its
+// batch is newer than the offset it would replace, as CompleteTxn), an
+// abort marker drops them; those still open at the end stay pending. A
+// plain offset record replaces the current one only if it is newer by
+// append offset too: for records of ordinary writes that always holds (the
+// log only grows), but a snapshot's rewrite carries its original append
+// offset and must not undo a transaction committed after the snapshot
+// copied the state and before its records were appended.
+type replay struct {
+	groups  map[string]*loadedGroup
+	pending map[int64]map[string]*openTxn // producer id -> group -> open transaction
+	stats   loadStats
+}
+
+func newReplay() *replay {
+	return &replay{
+		groups:  map[string]*loadedGroup{},
+		pending: map[int64]map[string]*openTxn{},
 	}
-	err := c.log.ReadAll(ctx, partition, func(batch []byte) error {
-		stats.replayed += int64(len(batch))
-		records, err := decodeBatch(batch)
+}
+
+func (r *replay) group(id string) *loadedGroup {
+	lg := r.groups[id]
+	if lg == nil {
+		lg = &loadedGroup{offsets: map[topicPartition]offsetEntry{}}
+		r.groups[id] = lg
+	}
+	return lg
+}
+
+// apply replays one batch.
+func (r *replay) apply(batch []byte) error {
+	r.stats.replayed += int64(len(batch))
+	h, err := recordbatch.Validate(batch)
+	if err != nil {
+		return err
+	}
+	batch = batch[:h.Size()]
+	if h.IsControl() {
+		typ, err := controlType(batch)
 		if err != nil {
 			return err
 		}
-		for _, r := range records {
-			p, ok, err := parseRecord(r)
-			if err != nil {
-				return err
+		switch typ {
+		case kmsg.ControlRecordKeyTypeCommit:
+			for id, txn := range r.pending[h.ProducerID] {
+				applyTxnCommit(r.group(id).offsets, txn.offsets)
 			}
-			if !ok {
-				continue
-			}
-			lg := get(p.group)
-			switch {
-			case p.isOffset && p.offset == nil:
-				delete(lg.offsets, p.tp)
-			case p.isOffset:
-				o := offsetEntry{
-					offset:      p.offset.Offset,
-					leaderEpoch: -1,
-					metadata:    p.offset.Metadata,
-					commitTime:  time.UnixMilli(p.offset.CommitTimestamp),
-				}
-				if p.offset.Version >= 3 {
-					o.leaderEpoch = p.offset.LeaderEpoch
-				}
-				if p.offset.Version == 1 && p.offset.ExpireTimestamp > 0 {
-					o.expireTime = time.UnixMilli(p.offset.ExpireTimestamp)
-				}
-				lg.offsets[p.tp] = o
-			default:
-				lg.meta = p.groupMeta
-				lg.metaRaw = nil
-				if p.groupMeta != nil {
-					lg.metaRaw = bytes.Clone(r.value) // the batch buffer may be reused
-				}
-			}
+			delete(r.pending, h.ProducerID)
+		case kmsg.ControlRecordKeyTypeAbort:
+			delete(r.pending, h.ProducerID)
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, stats, fmt.Errorf("replay: %w", err)
 	}
+	records, err := decodeRecords(batch)
+	if err != nil {
+		return err
+	}
+	for _, rec := range records {
+		p, ok, err := parseRecord(rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if !p.isOffset {
+			// Group metadata applies at once, even in a transactional
+			// batch (Kafka holds back only offsets).
+			lg := r.group(p.group)
+			lg.meta = p.groupMeta
+			lg.metaRaw = nil
+			if p.groupMeta != nil {
+				lg.metaRaw = bytes.Clone(rec.value) // the batch buffer may be reused
+			}
+			continue
+		}
+		var o offsetEntry
+		if p.offset != nil {
+			o = loadedOffset(p.offset, h.BaseOffset)
+			if rec.hasOrigin {
+				o.appendOffset = rec.origin
+			}
+		}
+		if h.IsTransactional() {
+			byGroup := r.pending[h.ProducerID]
+			if byGroup == nil {
+				byGroup = map[string]*openTxn{}
+				r.pending[h.ProducerID] = byGroup
+			}
+			txn := byGroup[p.group]
+			if txn == nil {
+				txn = &openTxn{first: h.BaseOffset, offsets: map[topicPartition]offsetEntry{}}
+				byGroup[p.group] = txn
+			}
+			if p.offset == nil {
+				delete(txn.offsets, p.tp)
+			} else {
+				txn.offsets[p.tp] = o
+			}
+			continue
+		}
+		lg := r.group(p.group)
+		if p.offset == nil {
+			delete(lg.offsets, p.tp)
+		} else if cur, ok := lg.offsets[p.tp]; !ok || cur.appendOffset < o.appendOffset {
+			lg.offsets[p.tp] = o
+		}
+	}
+	return nil
+}
+
+// loadedOffset is the entry of a stored offset value, from the batch at base.
+func loadedOffset(v *kmsg.OffsetCommitValue, base int64) offsetEntry {
+	o := offsetEntry{
+		offset:       v.Offset,
+		leaderEpoch:  -1,
+		metadata:     v.Metadata,
+		commitTime:   time.UnixMilli(v.CommitTimestamp),
+		appendOffset: base,
+	}
+	if v.Version >= 3 {
+		o.leaderEpoch = v.LeaderEpoch
+	}
+	if v.Version == 1 && v.ExpireTimestamp > 0 {
+		o.expireTime = time.UnixMilli(v.ExpireTimestamp)
+	}
+	return o
+}
+
+// finish hands the transactions still open to their groups.
+func (r *replay) finish() {
+	for pid, byGroup := range r.pending {
+		for id, txn := range byGroup {
+			if len(txn.offsets) == 0 {
+				continue
+			}
+			lg := r.group(id)
+			if lg.pending == nil {
+				lg.pending = map[int64]*openTxn{}
+			}
+			lg.pending[pid] = txn
+		}
+	}
+}
+
+// load replays partition p and rebuilds its groups. Groups whose metadata
+// has members come back Stable with their assignments; their sessions
+// restart (onLoadedLocked). Groups with only offsets (committed or pending)
+// come back Empty. txnGroups indexes the groups with pending offsets by
+// producer id.
+func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[string]*group, txnGroups map[int64]map[string]struct{}, stats loadStats, err error) {
+	r := newReplay()
+	if err := c.log.ReadAll(ctx, partition, r.apply); err != nil {
+		return nil, nil, r.stats, fmt.Errorf("replay: %w", err)
+	}
+	r.finish()
+	stats = r.stats
 	now := c.now()
-	groups := make(map[string]*group, len(loaded))
-	for id, lg := range loaded {
-		if lg.meta == nil && len(lg.offsets) == 0 {
+	groups = make(map[string]*group, len(r.groups))
+	txnGroups = map[int64]map[string]struct{}{}
+	for id, lg := range r.groups {
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 {
 			continue
 		}
 		groups[id] = restoreGroup(c, id, partition, lg, now)
 		stats.live += int64(len(lg.metaRaw)) + int64(len(lg.offsets))*int64(len(id)+64)
+		for pid := range lg.pending {
+			indexTxnGroup(txnGroups, pid, id)
+		}
 	}
-	return groups, stats, nil
+	return groups, txnGroups, stats, nil
 }
 
 // restoreGroup builds a group from its replayed records (GroupMetadata.loadGroup).
 func restoreGroup(c *Coordinator, id string, partition int32, lg *loadedGroup, now time.Time) *group {
 	g := newGroup(c, id, partition, now)
 	g.offsets = lg.offsets
+	if lg.pending != nil {
+		g.pendingTxn = lg.pending
+	}
 	v := lg.meta
 	if v == nil {
 		return g
@@ -202,7 +317,9 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 		subsKnown:    g.subsKnown,
 		offsets:      g.offsets,
 	}, now, c.cfg.OffsetsRetention)
-	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0
+	// A group with offsets of an open transaction stays (Kafka's
+	// GroupMetadata.hasOffsets counts them).
+	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0 && len(g.pendingTxn) == 0
 	if len(expired) == 0 && !die {
 		g.mu.Unlock()
 		return

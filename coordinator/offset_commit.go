@@ -21,6 +21,11 @@ package coordinator
 //     or acknowledged; a failed append answers Kafka's storeOffsets mapping
 //     (see OffsetsLog). Topics are not checked against the metadata cache
 //     here; the server may answer UNKNOWN_TOPIC_OR_PARTITION itself.
+//   - While the append runs, OffsetFetch with require_stable answers
+//     UNSTABLE_OFFSET_COMMIT for the partitions written (Kafka's
+//     pendingOffsetCommits).
+//
+// TxnOffsetCommit (txn_offsets.go) shares the path below (commitOffsets).
 
 import (
 	"context"
@@ -30,79 +35,132 @@ import (
 
 // OffsetCommit serves an OffsetCommitRequest.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	// codes[i][j] is the answer for req.Topics[i].Partitions[j].
-	codes := make([][]int16, len(req.Topics))
-	for i, t := range req.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
+	in := commitInput{group: req.Group, generation: req.Generation, memberID: req.MemberID}
+	if req.Version == 0 {
+		in.generation, in.memberID = -1, ""
 	}
-	answer := func(all int16) *kmsg.OffsetCommitResponse {
-		for i, t := range req.Topics {
-			rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
-			for j, p := range t.Partitions {
-				code := codes[i][j]
-				if all != 0 {
-					code = all
-				}
-				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+	if req.Version >= 7 {
+		in.instanceID = req.InstanceID
+	}
+	for _, t := range req.Topics {
+		ct := commitTopic{topic: t.Topic}
+		for _, p := range t.Partitions {
+			epoch := int32(-1)
+			if req.Version >= 6 {
+				epoch = p.LeaderEpoch
 			}
-			resp.Topics = append(resp.Topics, rt)
+			ct.partitions = append(ct.partitions, commitPartition{p.Partition, p.Offset, epoch, p.Metadata})
 		}
-		return resp
+		in.topics = append(in.topics, ct)
+	}
+	codes := c.commitOffsets(ctx, in)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for i, t := range req.Topics {
+		rt := kmsg.OffsetCommitResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+		for j, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: codes[i][j]})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// commitInput is an OffsetCommit or TxnOffsetCommit, version neutral.
+type commitInput struct {
+	group      string
+	generation int32
+	memberID   string
+	instanceID *string
+	topics     []commitTopic
+	// transactional: a TxnOffsetCommit of producerID at producerEpoch.
+	transactional bool
+	producerID    int64
+	producerEpoch int16
+}
+
+type commitTopic struct {
+	topic      string
+	partitions []commitPartition
+}
+
+type commitPartition struct {
+	partition   int32
+	offset      int64
+	leaderEpoch int32
+	metadata    *string
+}
+
+// commitOffsets validates and writes a commit; codes[i][j] answers
+// in.topics[i].partitions[j]. A plain commit's offsets are visible once
+// appended; a transactional one's are pending for its producer until
+// CompleteTxn.
+func (c *Coordinator) commitOffsets(ctx context.Context, in commitInput) (codes [][]int16) {
+	codes = make([][]int16, len(in.topics))
+	for i, t := range in.topics {
+		codes[i] = make([]int16, len(t.partitions))
+	}
+	all := func(code int16) [][]int16 {
+		for i := range codes {
+			for j := range codes[i] {
+				codes[i][j] = code
+			}
+		}
+		return codes
 	}
 
-	generation, memberID := req.Generation, req.MemberID
-	if req.Version == 0 {
-		generation, memberID = -1, ""
+	var g *group
+	var code int16
+	switch {
+	case in.transactional && in.group == "":
+		// Kafka's isValidGroupId: only OffsetCommit allows the empty id.
+		return all(errInvalidGroupID)
+	case in.transactional:
+		// Kafka creates the group for any TxnOffsetCommit, before
+		// validating it (a consumer need not use group management).
+		g, code = c.lookup(in.group, true)
+	default:
+		g, code = c.lookup(in.group, false)
+		if code == 0 && g == nil {
+			if in.generation >= 0 {
+				return all(errIllegalGeneration)
+			}
+			g, code = c.lookup(in.group, true)
+		}
 	}
-	g, code := c.lookup(req.Group, false)
 	if code != 0 {
-		return answer(code)
-	}
-	if g == nil {
-		if generation >= 0 {
-			return answer(errIllegalGeneration)
-		}
-		if g, code = c.lookup(req.Group, true); code != 0 {
-			return answer(code)
-		}
+		return all(code)
 	}
 
 	// The write token keeps validation, append and apply of this group's
 	// writes in log order.
 	if err := g.acquireWrite(ctx); err != nil {
-		return answer(errCoordinatorNotAvailable)
+		return all(errCoordinatorNotAvailable)
 	}
 	defer g.releaseWrite()
 
 	g.mu.Lock()
 	if code := g.unloadCode; code != 0 {
 		g.mu.Unlock()
-		return answer(code)
+		return all(code)
 	}
-	m := g.members[memberID]
-	instanceID := req.InstanceID
-	if req.Version < 7 {
-		instanceID = nil
-	}
-	memberCode := g.validateCurrentMemberLocked(memberID, instanceID)
+	memberCode := g.validateCurrentMemberLocked(in.memberID, in.instanceID)
 	if code := validateCommit(commitCheck{
-		state:      g.state,
-		generation: g.generation,
-		isMember:   memberCode == 0,
-		fenced:     memberCode == errFencedInstanceID,
-		reqGen:     generation,
-		reqMember:  memberID,
-		reqStatic:  instanceID != nil,
+		state:         g.state,
+		generation:    g.generation,
+		isMember:      memberCode == 0,
+		fenced:        memberCode == errFencedInstanceID,
+		reqGen:        in.generation,
+		reqMember:     in.memberID,
+		reqStatic:     in.instanceID != nil,
+		transactional: in.transactional,
 	}); code != 0 {
 		g.mu.Unlock()
-		return answer(code)
+		return all(code)
 	}
 	now := c.now()
-	if m != nil && (g.state == stateStable || g.state == statePreparingRebalance) {
+	if m := g.members[in.memberID]; !in.transactional && m != nil && (g.state == stateStable || g.state == statePreparingRebalance) {
 		g.scheduleHeartbeatLocked(m, now)
 	}
-	g.mu.Unlock()
 
 	type commit struct {
 		tp topicPartition
@@ -110,49 +168,78 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	}
 	var commits []commit
 	var records []record
-	for i, t := range req.Topics {
-		for j, p := range t.Partitions {
+	for i, t := range in.topics {
+		for j, p := range t.partitions {
 			md := ""
-			if p.Metadata != nil {
-				md = *p.Metadata
+			if p.metadata != nil {
+				md = *p.metadata
 			}
 			if len(md) > maxOffsetMetadataBytes {
 				codes[i][j] = errOffsetMetadataTooLarge
 				continue
 			}
-			epoch := int32(-1)
-			if req.Version >= 6 {
-				epoch = p.LeaderEpoch
-			}
 			cm := commit{
-				tp: topicPartition{t.Topic, p.Partition},
-				o:  offsetEntry{offset: p.Offset, leaderEpoch: epoch, metadata: md, commitTime: now},
+				tp: topicPartition{t.topic, p.partition},
+				o:  offsetEntry{offset: p.offset, leaderEpoch: p.leaderEpoch, metadata: md, commitTime: now},
 			}
 			commits = append(commits, cm)
 			records = append(records, offsetRecord(g.id, cm.tp, cm.o))
 		}
 	}
 	if len(records) == 0 {
-		return answer(0)
+		g.mu.Unlock()
+		return codes
+	}
+	for _, cm := range commits {
+		g.inflight[cm.tp]++
+	}
+	g.mu.Unlock()
+
+	batch := buildBatch(records, now.UnixMilli())
+	if in.transactional {
+		batch = buildTxnBatch(records, in.producerID, in.producerEpoch, now.UnixMilli())
 	}
 	var appendErr error
-	c.writeGroup(ctx, g, now, records, func(err error) {
+	c.writeGroupBatch(ctx, g, batch, func(base int64, err error) {
 		appendErr = err
-		if err != nil {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, cm := range commits {
+			if g.inflight[cm.tp]--; g.inflight[cm.tp] <= 0 {
+				delete(g.inflight, cm.tp)
+			}
+		}
+		if err != nil || g.state == stateDead {
+			// A failed transactional write leaves what the producer
+			// appended before in place (Kafka drops those partitions'
+			// pending entries; the log still holds them, so a reload
+			// would bring them back: keeping them agrees with the log).
 			return
 		}
-		g.mu.Lock()
-		for _, cm := range commits {
-			g.offsets[cm.tp] = cm.o
+		dst := g.offsets
+		if in.transactional {
+			txn := g.pendingTxn[in.producerID]
+			if txn == nil {
+				txn = &openTxn{first: base, offsets: map[topicPartition]offsetEntry{}}
+				g.pendingTxn[in.producerID] = txn
+			}
+			dst = txn.offsets
+			c.indexTxnGroup(g, in.producerID)
 		}
-		g.mu.Unlock()
+		for _, cm := range commits {
+			cm.o.appendOffset = base
+			dst[cm.tp] = cm.o
+		}
 	})
 	if appendErr != nil {
 		code := appendErrorCode(appendErr, true)
-		c.logger.Warn("failed to store offsets", "group", g.id, "err", appendErr, "code", code)
+		if in.transactional {
+			code = txnAppendErrorCode(appendErr)
+		}
+		c.logger.Warn("failed to store offsets", "group", g.id, "transactional", in.transactional, "err", appendErr, "code", code)
 		fillUnset(codes, code)
 	}
-	return answer(0)
+	return codes
 }
 
 // fillUnset sets every per-partition error code still 0 (no error yet) to

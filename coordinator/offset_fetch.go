@@ -7,7 +7,10 @@ package coordinator
 //   - v2+: topics null means every committed partition of the group.
 //   - Errors: v0-v1 per partition, v2-v7 top level (no partitions), v8+ per
 //     group.
-//   - v7+ require_stable is treated as false (no transactional offsets yet).
+//   - v7+ require_stable: a partition with offsets of an open transaction,
+//     or a commit being written, answers offset -1 and
+//     UNSTABLE_OFFSET_COMMIT (Kafka's getOffsets); without it those are
+//     invisible and the last committed offset is answered.
 //   - v8+ batches groups; v9 member id / epoch (KIP-848 groups) are ignored.
 
 import (
@@ -26,6 +29,7 @@ type fetchedPartition struct {
 	partition int32
 	o         offsetEntry
 	found     bool
+	unstable  bool // require_stable and a pending commit: UNSTABLE_OFFSET_COMMIT
 }
 
 // OffsetFetch serves an OffsetFetchRequest.
@@ -44,14 +48,14 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			fetched, code := c.fetchOffsets(rg.Group, order, topics)
+			fetched, code := c.fetchOffsets(rg.Group, order, topics, req.RequireStable)
 			sg := kmsg.OffsetFetchResponseGroup{Group: rg.Group, ErrorCode: code}
 			for _, ft := range fetched {
 				st := kmsg.OffsetFetchResponseGroupTopic{Topic: ft.topic}
 				for _, fp := range ft.partitions {
 					sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					sp.Partition = fp.partition
-					fillFetched(&sp.Offset, &sp.LeaderEpoch, &sp.Metadata, fp)
+					sp.ErrorCode = fillFetched(&sp.Offset, &sp.LeaderEpoch, &sp.Metadata, fp)
 					st.Partitions = append(st.Partitions, sp)
 				}
 				sg.Topics = append(sg.Topics, st)
@@ -72,7 +76,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	fetched, code := c.fetchOffsets(req.Group, order, topics)
+	fetched, code := c.fetchOffsets(req.Group, order, topics, req.Version >= 7 && req.RequireStable)
 	if code != 0 {
 		if req.Version >= 2 {
 			resp.ErrorCode = code
@@ -98,7 +102,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 		for _, fp := range ft.partitions {
 			sp := kmsg.NewOffsetFetchResponseTopicPartition()
 			sp.Partition = fp.partition
-			fillFetched(&sp.Offset, &sp.LeaderEpoch, &sp.Metadata, fp)
+			sp.ErrorCode = fillFetched(&sp.Offset, &sp.LeaderEpoch, &sp.Metadata, fp)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -106,22 +110,30 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 	return resp
 }
 
-func fillFetched(offset *int64, epoch *int32, metadata **string, fp fetchedPartition) {
-	if !fp.found {
+// fillFetched sets one partition's answer and returns its error code.
+func fillFetched(offset *int64, epoch *int32, metadata **string, fp fetchedPartition) int16 {
+	switch {
+	case fp.unstable:
 		*offset, *epoch, *metadata = -1, -1, kmsg.StringPtr("")
-		return
+		return errUnstableOffsetCommit
+	case !fp.found:
+		*offset, *epoch, *metadata = -1, -1, kmsg.StringPtr("")
+	default:
+		*offset, *epoch, *metadata = fp.o.offset, fp.o.leaderEpoch, kmsg.StringPtr(fp.o.metadata)
 	}
-	*offset, *epoch, *metadata = fp.o.offset, fp.o.leaderEpoch, kmsg.StringPtr(fp.o.metadata)
+	return 0
 }
 
 // fetchOffsets reads group's committed offsets: of the requested partitions
 // (topics in order), or of every committed partition when topics is nil.
-func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[string][]int32) ([]fetchedTopic, int16) {
+// With requireStable, partitions with a pending commit are marked unstable.
+func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[string][]int32, requireStable bool) ([]fetchedTopic, int16) {
 	g, code := c.lookup(groupID, false)
 	if code != 0 {
 		return nil, code
 	}
 	var offsets map[topicPartition]offsetEntry
+	unstable := func(topicPartition) bool { return false }
 	if g != nil {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -130,6 +142,9 @@ func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[st
 		}
 		if g.state != stateDead {
 			offsets = g.offsets
+			if requireStable {
+				unstable = g.unstableLocked
+			}
 		}
 	}
 	if topics == nil {
@@ -144,7 +159,7 @@ func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[st
 				out = append(out, fetchedTopic{topic: tp.topic})
 			}
 			ft := &out[len(out)-1]
-			ft.partitions = append(ft.partitions, fetchedPartition{partition: tp.partition, o: offsets[tp], found: true})
+			ft.partitions = append(ft.partitions, fetchedPartition{partition: tp.partition, o: offsets[tp], found: true, unstable: unstable(tp)})
 		}
 		return out, 0
 	}
@@ -152,8 +167,9 @@ func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[st
 	for _, t := range order {
 		ft := fetchedTopic{topic: t}
 		for _, p := range topics[t] {
-			o, ok := offsets[topicPartition{t, p}]
-			ft.partitions = append(ft.partitions, fetchedPartition{partition: p, o: o, found: ok})
+			tp := topicPartition{t, p}
+			o, ok := offsets[tp]
+			ft.partitions = append(ft.partitions, fetchedPartition{partition: p, o: o, found: ok, unstable: unstable(tp)})
 		}
 		out = append(out, ft)
 	}

@@ -11,7 +11,17 @@ package coordinator
 // epoch, no expire timestamp), and group keys at version 2 with
 // GroupMetadataValue version 3 (static instance ids, state timestamp). A nil
 // value is a tombstone. Records travel in one uncompressed v2 batch per
-// write, base offset 0 (the replica layer assigns offsets), producer id -1.
+// write, base offset 0 (the replica layer assigns offsets), producer id -1;
+// TxnOffsetCommit's batches are transactional instead (attribute 0x10, the
+// client's producer id and epoch, base sequence -1), and the transaction's
+// end is a control batch (commit or abort marker) written by the partition
+// leader on the transaction coordinator's request.
+//
+// A snapshot (snapshot.go) rewrites each committed offset with a record
+// header appendOffsetHeader holding the offset of the batch that first
+// stored it, so a replay compares transactional offsets against the
+// original position, not the rewrite's (see load.go). Kafka ignores
+// record headers in this topic.
 //
 // COMPACTION: the segment layer does not compact. Instead the coordinator
 // bounds each partition with snapshots of its live state followed by a
@@ -35,11 +45,19 @@ const (
 	groupValueVersion  = 3
 )
 
+// appendOffsetHeader is the record header with which a snapshot keeps an
+// offset's original append offset (8 bytes, big endian).
+const appendOffsetHeader = "kbroker.append_offset"
+
 // record is one key/value pair of a __consumer_offsets batch; value nil is a
 // tombstone.
 type record struct {
 	key   []byte
 	value []byte
+	// origin, when hasOrigin, is the append offset of the batch that first
+	// stored this offset (a snapshot's rewrite).
+	origin    int64
+	hasOrigin bool
 }
 
 func offsetKey(group, topic string, partition int32) []byte {
@@ -81,13 +99,35 @@ func groupRecord(group string, v *kmsg.GroupMetadataValue) record {
 // buildBatch encodes records as one uncompressed v2 record batch with base
 // offset 0 and a valid CRC.
 func buildBatch(records []record, nowMillis int64) []byte {
+	spec := recordbatch.NoProducer()
+	spec.FirstTimestamp = nowMillis
+	return recordbatch.Build(spec, batchRecords(records))
+}
+
+// buildTxnBatch encodes records as one transactional batch of producerID at
+// epoch, as Kafka's GroupMetadataManager writes a TxnOffsetCommit. The base
+// sequence is -1: coordinator writes skip the partition's sequence checks.
+func buildTxnBatch(records []record, producerID int64, epoch int16, nowMillis int64) []byte {
+	spec := recordbatch.NoProducer()
+	spec.FirstTimestamp = nowMillis
+	spec.ProducerID = producerID
+	spec.ProducerEpoch = epoch
+	spec.Attributes = recordbatch.TransactionalBit
+	return recordbatch.Build(spec, batchRecords(records))
+}
+
+func batchRecords(records []record) []recordbatch.Record {
 	recs := make([]recordbatch.Record, len(records))
 	for i, r := range records {
 		recs[i] = recordbatch.Record{Key: r.key, Value: r.value}
+		if r.hasOrigin {
+			recs[i].Headers = []recordbatch.RecordHeader{{
+				Key:   appendOffsetHeader,
+				Value: binary.BigEndian.AppendUint64(nil, uint64(r.origin)),
+			}}
+		}
 	}
-	spec := recordbatch.NoProducer()
-	spec.FirstTimestamp = nowMillis
-	return recordbatch.Build(spec, recs)
+	return recs
 }
 
 // decodeBatch returns the records of one v2 batch. Control batches
@@ -100,15 +140,50 @@ func decodeBatch(batch []byte) ([]record, error) {
 	if h.IsControl() {
 		return nil, nil
 	}
+	return decodeRecords(batch[:h.Size()])
+}
+
+// decodeRecords returns the records of one validated, non-control batch.
+func decodeRecords(batch []byte) ([]record, error) {
 	var out []record
-	err = recordbatch.ForEachRecord(batch[:h.Size()], func(r kmsg.Record) error {
-		out = append(out, record{key: r.Key, value: r.Value})
+	err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
+		rec := record{key: r.Key, value: r.Value}
+		for _, h := range r.Headers {
+			if h.Key == appendOffsetHeader && len(h.Value) == 8 {
+				rec.origin, rec.hasOrigin = int64(binary.BigEndian.Uint64(h.Value)), true
+			}
+		}
+		out = append(out, rec)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("decode __consumer_offsets batch: %w", err)
 	}
 	return out, nil
+}
+
+// controlType returns the type of a validated control batch's record
+// (Kafka's ControlRecordType: 0 abort, 1 commit, others ignored here).
+func controlType(batch []byte) (kmsg.ControlRecordKeyType, error) {
+	typ := kmsg.ControlRecordKeyType(-1)
+	err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
+		if typ >= 0 {
+			return nil
+		}
+		var k kmsg.ControlRecordKey
+		if err := k.ReadFrom(r.Key); err != nil {
+			return fmt.Errorf("control record key: %w", err)
+		}
+		typ = k.Type
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("decode __consumer_offsets control batch: %w", err)
+	}
+	if typ < 0 {
+		return 0, errors.New("decode __consumer_offsets control batch: no record")
+	}
+	return typ, nil
 }
 
 // parsedRecord is one decoded __consumer_offsets record.

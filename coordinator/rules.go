@@ -89,25 +89,39 @@ func validSessionTimeout(ms int32, minTimeout, maxTimeout time.Duration) bool {
 	return d >= minTimeout && d <= maxTimeout
 }
 
-// commitCheck is what validateOffsetCommit looks at.
+// commitCheck is what validateCommit looks at.
 type commitCheck struct {
-	state      groupState
-	generation int32
-	isMember   bool   // memberID is a current member
-	fenced     bool   // the instance id maps to another member
-	reqGen     int32  // request's generation (-1: simple commit)
-	reqMember  string // request's member id
-	reqStatic  bool   // request carries a group.instance.id
+	state         groupState
+	generation    int32
+	isMember      bool   // memberID is a current member
+	fenced        bool   // the instance id maps to another member
+	reqGen        int32  // request's generation (-1: simple commit)
+	reqMember     string // request's member id
+	reqStatic     bool   // request carries a group.instance.id
+	transactional bool   // TxnOffsetCommit, not OffsetCommit
 }
 
-// validateCommit is GroupCoordinator.validateOffsetCommit plus the state
-// switch of doCommitOffsets: the code a commit gets before anything is
-// written, 0 to go ahead.
+// validateCommit is Kafka 3.9's GroupCoordinator.validateOffsetCommit plus,
+// for plain commits, the state switch of doCommitOffsets: the code a commit
+// gets before anything is written, 0 to go ahead.
+//
+//   - generation < 0 on an Empty group: allowed whatever the member id (the
+//     admin client, or a consumer without group management);
+//   - otherwise a generation, member id or instance id must name the current
+//     member (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID) and generation
+//     (ILLEGAL_GENERATION);
+//   - a plain commit without any of them to a non-Empty group is
+//     UNKNOWN_MEMBER_ID; a transactional one is allowed (TxnOffsetCommit
+//     before v3 carries no member or generation);
+//   - a plain commit in CompletingRebalance is REBALANCE_IN_PROGRESS;
+//     Kafka's doTxnCommitOffsets has no state switch.
 func validateCommit(c commitCheck) int16 {
-	if c.state == stateDead {
+	switch {
+	case c.state == stateDead:
 		return errCoordinatorNotAvailable
-	}
-	if c.reqGen >= 0 || c.reqMember != "" || c.reqStatic {
+	case c.reqGen < 0 && c.state == stateEmpty:
+		return 0
+	case c.reqGen >= 0 || c.reqMember != "" || c.reqStatic:
 		switch {
 		case c.fenced:
 			return errFencedInstanceID
@@ -116,11 +130,11 @@ func validateCommit(c commitCheck) int16 {
 		case c.reqGen != c.generation:
 			return errIllegalGeneration
 		}
-	} else if c.state != stateEmpty {
+	case !c.transactional && c.state != stateEmpty:
 		// Only members may commit for a group that has members.
 		return errUnknownMemberID
 	}
-	if c.state == stateCompletingRebalance {
+	if !c.transactional && c.state == stateCompletingRebalance {
 		return errRebalanceInProgress
 	}
 	return 0

@@ -51,6 +51,14 @@ func TestValidateCommit(t *testing.T) {
 		{"wrong generation", commitCheck{state: stateStable, generation: 3, isMember: true, reqGen: 2, reqMember: "m"}, errIllegalGeneration},
 		{"unknown member", commitCheck{state: stateStable, generation: 3, reqGen: 3, reqMember: "x"}, errUnknownMemberID},
 		{"generation without member on empty", commitCheck{state: stateEmpty, generation: 3, reqGen: 3}, errUnknownMemberID},
+		{"simple with a member id to empty (3.9)", commitCheck{state: stateEmpty, reqGen: -1, reqMember: "x"}, 0},
+		{"txn simple to stable", commitCheck{state: stateStable, generation: 3, reqGen: -1, transactional: true}, 0},
+		{"txn simple to completing", commitCheck{state: stateCompletingRebalance, generation: 3, reqGen: -1, transactional: true}, 0},
+		{"txn member completing", commitCheck{state: stateCompletingRebalance, generation: 3, isMember: true, reqGen: 3, reqMember: "m", transactional: true}, 0},
+		{"txn wrong generation", commitCheck{state: stateStable, generation: 3, isMember: true, reqGen: 2, reqMember: "m", transactional: true}, errIllegalGeneration},
+		{"txn unknown member", commitCheck{state: stateStable, generation: 3, reqGen: 3, reqMember: "x", transactional: true}, errUnknownMemberID},
+		{"txn fenced", commitCheck{state: stateStable, generation: 3, fenced: true, reqGen: 3, reqMember: "m", reqStatic: true, transactional: true}, errFencedInstanceID},
+		{"txn dead", commitCheck{state: stateDead, reqGen: -1, transactional: true}, errCoordinatorNotAvailable},
 		{"fenced", commitCheck{state: stateStable, generation: 3, isMember: true, fenced: true, reqGen: 3, reqMember: "m", reqStatic: true}, errFencedInstanceID},
 	} {
 		if got := validateCommit(tc.in); got != tc.want {

@@ -47,8 +47,34 @@ package coordinator
 // until the tombstones are durable. An append that failed ambiguously (its
 // record may be in the log although the commit was answered with an error)
 // is superseded by the snapshot: after it, the log agrees with what the
-// coordinator served. Records this coordinator does not understand (Kafka's
-// transaction markers or newer key versions) are not carried over.
+// coordinator served. Records this coordinator does not understand (newer
+// key versions) are not carried over.
+//
+// OPEN TRANSACTIONS. Offsets of a transaction whose marker has not been
+// applied (group.pendingTxn) are not rewritten: the log start moves at most
+// to the first batch of the oldest open transaction of the partition, so
+// their own batches stay, and a replay rebuilds them from there, followed
+// by the snapshot, followed by the marker whenever it comes. We chose this
+// over rewriting them as transactional batches of the same producer because
+// a rewrite races with the marker: the WriteTxnMarkers handler appends the
+// marker outside partLog.mu and applies it (CompleteTxn) afterwards, so a
+// snapshot could copy a transaction as open after its marker was appended,
+// rewrite its batch after the marker and move the log start past the
+// marker, leaving an open transaction in the log that nothing ends (lost
+// on reload, and a hanging transaction holding the partition's last stable
+// offset). Holding the log start back is always safe: a replay of any
+// suffix that starts at or before the first open batch and contains a
+// complete snapshot rebuilds the same state. Its cost is a longer replay
+// while a transaction is open, bounded by transaction.max.timeout.ms, after
+// which the transaction coordinator aborts it.
+//
+// Offset order across a rewrite: a committed transaction replaces an offset
+// only if its batch is newer (Kafka compares append offsets), so a
+// snapshot's rewrite of an offset carries the offset of the batch that first
+// stored it (records.go: appendOffsetHeader), and a replay compares that,
+// not the rewrite's position. Otherwise an older plain commit, rewritten
+// after an open transaction's batch, would win over the transaction when
+// its marker comes.
 //
 // A snapshot interrupted after some of its batches were appended is
 // harmless: it only rewrote current values, and the log start does not
@@ -113,41 +139,44 @@ func (c *Coordinator) ownsLocked(g *group) bool {
 	return !c.closed && ps != nil && !ps.loading && ps.groups[g.id] == g
 }
 
-// writeGroup appends records for g as one batch and calls done with the
-// result before other writes of the partition can be snapshotted (see
+// writeGroup appends records for g as one plain batch and calls done with
+// the result before other writes of the partition can be snapshotted (see
 // CORRECTNESS above): done must apply the write's in-memory effect (taking
 // g.mu itself) and must not block. The caller holds g's write token and not
 // g.mu. A group that is no longer owned appends nothing and gets errNotOwned.
 func (c *Coordinator) writeGroup(ctx context.Context, g *group, now time.Time, records []record, done func(err error)) {
+	c.writeGroupBatch(ctx, g, buildBatch(records, now.UnixMilli()), func(_ int64, err error) { done(err) })
+}
+
+// writeGroupBatch is writeGroup for a batch built by the caller; done also
+// gets the offset the log assigned to the batch.
+func (c *Coordinator) writeGroupBatch(ctx context.Context, g *group, batch []byte, done func(base int64, err error)) {
 	pl := c.partLog(g.partition)
 	pl.mu.RLock()
 	c.mu.Lock()
 	owned := c.ownsLocked(g)
 	c.mu.Unlock()
-	err := errNotOwned
+	base, err := int64(-1), errNotOwned
 	if owned {
-		var n int
-		n, err = c.appendRecords(ctx, g.partition, now, records)
+		base, err = c.appendBatch(ctx, g.partition, batch)
 		if err == nil {
-			pl.written.Add(int64(n))
+			pl.written.Add(int64(len(batch)))
 		}
 	}
-	done(err)
+	done(base, err)
 	pl.mu.RUnlock()
 	c.maybeSnapshot(g.partition, pl)
 }
 
-// appendRecords writes records as one batch to partition and returns the
-// batch's size. A batch larger than MaxRecordBytes is refused as
-// MESSAGE_TOO_LARGE without reaching the log. Use writeGroup, which orders
-// the write against snapshots.
-func (c *Coordinator) appendRecords(ctx context.Context, partition int32, now time.Time, records []record) (int, error) {
-	batch := buildBatch(records, now.UnixMilli())
+// appendBatch writes batch to partition and returns its base offset. A
+// batch larger than MaxRecordBytes is refused as MESSAGE_TOO_LARGE without
+// reaching the log. Use writeGroupBatch, which orders the write against
+// snapshots.
+func (c *Coordinator) appendBatch(ctx context.Context, partition int32, batch []byte) (int64, error) {
 	if len(batch) > int(c.cfg.MaxRecordBytes) {
-		return 0, errTooLarge
+		return -1, errTooLarge
 	}
-	_, err := c.log.Append(ctx, partition, batch)
-	return len(batch), err
+	return c.log.Append(ctx, partition, batch)
 }
 
 // maybeSnapshot starts a background snapshot of partition p when enough was
@@ -196,6 +225,7 @@ func (c *Coordinator) snapshot(ctx context.Context, p int32) error {
 	sort.Slice(groups, func(i, j int) bool { return groups[i].id < groups[j].id })
 
 	var records []record
+	openFrom := int64(-1) // first batch of the oldest open transaction
 	for _, g := range groups {
 		g.mu.Lock()
 		if g.unloadCode != 0 {
@@ -203,6 +233,11 @@ func (c *Coordinator) snapshot(ctx context.Context, p int32) error {
 			return errNotOwned
 		}
 		records = g.durableRecordsLocked(records)
+		for _, txn := range g.pendingTxn {
+			if openFrom < 0 || txn.first < openFrom {
+				openFrom = txn.first
+			}
+		}
 		g.mu.Unlock()
 	}
 	if len(records) == 0 {
@@ -227,13 +262,14 @@ func (c *Coordinator) snapshot(ctx context.Context, p int32) error {
 		}
 		size += int64(len(b))
 	}
-	if err := c.log.DeleteBefore(ctx, p, first); err != nil {
-		return fmt.Errorf("move log start of __consumer_offsets-%d to %d: %w", p, first, err)
+	start := logStartAfterSnapshot(first, openFrom)
+	if err := c.log.DeleteBefore(ctx, p, start); err != nil {
+		return fmt.Errorf("move log start of __consumer_offsets-%d to %d: %w", p, start, err)
 	}
 	written := pl.written.Swap(0)
 	pl.lastSnapshot.Store(size)
 	c.logger.Info("snapshotted __consumer_offsets partition", "partition", p, "groups", len(groups),
-		"records", len(records), "bytes", size, "log_start", first, "written_since_last", written,
+		"records", len(records), "bytes", size, "log_start", start, "written_since_last", written,
 		"took", c.now().Sub(now))
 	return nil
 }
@@ -250,9 +286,22 @@ func (g *group) durableRecordsLocked(out []record) []record {
 	}
 	sortTopicPartitions(tps)
 	for _, tp := range tps {
-		out = append(out, offsetRecord(g.id, tp, g.offsets[tp]))
+		o := g.offsets[tp]
+		r := offsetRecord(g.id, tp, o)
+		r.origin, r.hasOrigin = o.appendOffset, true
+		out = append(out, r)
 	}
 	return out
+}
+
+// logStartAfterSnapshot is where a snapshot whose first batch is at first
+// may move the log start: there, or to the first batch of the oldest open
+// transaction (openFrom, -1 if none) when that is earlier.
+func logStartAfterSnapshot(first, openFrom int64) int64 {
+	if openFrom >= 0 && openFrom < first {
+		return openFrom
+	}
+	return first
 }
 
 // Upper bounds of a v2 batch's fixed header and of one record's framing

@@ -38,8 +38,27 @@ func dumpGroups(c *Coordinator) map[string]string {
 		sortTopicPartitions(tps)
 		for _, tp := range tps {
 			o := g.offsets[tp]
-			fmt.Fprintf(&b, "  offset %s/%d=%d epoch=%d md=%q at=%d exp=%v\n", tp.topic, tp.partition,
-				o.offset, o.leaderEpoch, o.metadata, o.commitTime.UnixMilli(), o.expireTime)
+			fmt.Fprintf(&b, "  offset %s/%d=%d epoch=%d md=%q at=%d exp=%v app=%d\n", tp.topic, tp.partition,
+				o.offset, o.leaderEpoch, o.metadata, o.commitTime.UnixMilli(), o.expireTime, o.appendOffset)
+		}
+		pids := make([]int64, 0, len(g.pendingTxn))
+		for pid := range g.pendingTxn {
+			pids = append(pids, pid)
+		}
+		sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+		for _, pid := range pids {
+			txn := g.pendingTxn[pid]
+			fmt.Fprintf(&b, "  txn %d first=%d\n", pid, txn.first)
+			tps := make([]topicPartition, 0, len(txn.offsets))
+			for tp := range txn.offsets {
+				tps = append(tps, tp)
+			}
+			sortTopicPartitions(tps)
+			for _, tp := range tps {
+				o := txn.offsets[tp]
+				fmt.Fprintf(&b, "    pending %s/%d=%d epoch=%d md=%q at=%d app=%d\n", tp.topic, tp.partition,
+					o.offset, o.leaderEpoch, o.metadata, o.commitTime.UnixMilli(), o.appendOffset)
+			}
 		}
 		out[g.id] = b.String()
 		g.mu.Unlock()

@@ -73,6 +73,9 @@ type Result struct {
 	// (microseconds since the run started) it began.
 	Unavailable     time.Duration
 	UnavailableFrom int64
+	// Txn summarises the transactional workload's events, if any (then
+	// Unavailable is the longest stretch without a committed transaction).
+	Txn TxnStats
 }
 
 // Valid reports whether no anomaly was found.
@@ -260,6 +263,7 @@ func Check(history []Event) Result {
 		}
 	}
 	c.availability(sends, workStart, workEnd)
+	c.checkTxn(events)
 	return c.res
 }
 
@@ -381,23 +385,7 @@ func (c *checker) availability(sends []Event, start, end int64) {
 			oks = append(oks, s.Time)
 		}
 	}
-	slices.Sort(oks)
-	if start < 0 && len(oks) > 0 {
-		start = oks[0]
-	}
-	if end < 0 && len(oks) > 0 {
-		end = oks[len(oks)-1]
-	}
-	prev := start
-	for _, t := range append(oks, end) {
-		if t < start || t > end {
-			continue
-		}
-		if d := time.Duration(t-prev) * time.Microsecond; d > c.res.Unavailable {
-			c.res.Unavailable, c.res.UnavailableFrom = d, prev
-		}
-		prev = t
-	}
+	c.availabilityOf(oks, start, end)
 }
 
 func us(t int64) string {

@@ -60,6 +60,37 @@ const (
 	// KindPhase marks the run's phases (Detail: workload-start, heal,
 	// workload-end, ...).
 	KindPhase Kind = "phase"
+
+	// The transactional workload (txn_workload.go, checked by
+	// check_txn.go) has kinds of its own; their events always name their
+	// Topic, and Txn names the transaction a write belongs to.
+
+	// KindTxnSend is one record produced inside transaction Txn by
+	// producer Proc: its Seq-th record, Value to Topic/Partition, with
+	// Outcome (and Offset when ok).
+	KindTxnSend Kind = "txn-send"
+	// KindTxnEnd is an attempt to end transaction Txn: Detail "commit" or
+	// "abort"; Phase "start" is recorded before the request is made,
+	// Phase "end" when it returned, with Outcome ok, fail (certainly not
+	// done: the client did not send it) or info (unknown).
+	KindTxnEnd Kind = "txn-end"
+	// KindTxnRead is one record a read_committed consumer Proc saw in
+	// poll number Poll.
+	KindTxnRead Kind = "txn-read"
+	// KindTxnAssign says consumer Proc (re)starts reading Partitions of
+	// Topic from some position: its offsets are checked for monotonicity
+	// and skips from here on.
+	KindTxnAssign Kind = "txn-assign"
+	// KindTxnFinal is one record of the read_committed final read after
+	// healing, when every transaction had ended (the LSO had reached the
+	// high watermark).
+	KindTxnFinal Kind = "txn-final"
+	// KindTxnFinalDone closes the final read of Topic/Partition; Offset is
+	// the high watermark (= LSO) it read up to.
+	KindTxnFinalDone Kind = "txn-final-done"
+	// KindTxnOffsets is the consume-transform-produce group's committed
+	// offset (Offset) of input Topic/Partition after it stopped.
+	KindTxnOffsets Kind = "txn-offsets"
 )
 
 // Outcome is how a send ended.
@@ -92,6 +123,7 @@ type Event struct {
 	Outcome   Outcome `json:"outcome,omitempty"`
 	Err       string  `json:"err,omitempty"`
 	Poll      int64   `json:"poll,omitempty"`
+	Txn       string  `json:"txn,omitempty"`
 
 	Partitions      []int32 `json:"partitions,omitempty"`
 	Leader          int32   `json:"leader,omitempty"`

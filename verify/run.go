@@ -433,6 +433,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s ok %6d  fail %5d  info %5d\n", p, m[OK], m[Fail], m[Info])
 	}
 	fmt.Fprintf(w, "reads: %d by consumers, %d in the final read\n", res.Reads, res.Final)
+	if t := res.Txn; t.ByStatus != nil {
+		fmt.Fprintf(w, "transactions: %d committed, %d aborted, %d unknown; %d records produced in them, %d read_committed by consumers, %d in the final read\n",
+			t.ByStatus[TxnCommitted], t.ByStatus[TxnAborted], t.ByStatus[TxnUnknown], t.Writes, t.Reads, t.Final)
+	}
 	var compared, differ, epochs int
 	for _, e := range r.Events {
 		switch {
@@ -454,7 +458,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "\nanomalies: none\n")
 	} else {
 		fmt.Fprintf(w, "\nanomalies:\n")
-		for _, name := range AllAnomalies {
+		for _, name := range append(slices.Clone(AllAnomalies), TxnAnomalies...) {
 			if n := res.ByName[name]; n > 0 {
 				fmt.Fprintf(w, "  %-28s %d\n", name, n)
 			}

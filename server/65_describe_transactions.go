@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -37,15 +38,11 @@ func handleDescribeTransactions(_ context.Context, b *Broker, _ *requestContext,
 		st.TimeoutMillis = m.TimeoutMs
 		st.StartTimestamp = m.StartMs
 		st.ProducerID, st.ProducerEpoch = m.ProducerID, m.ProducerEpoch
-		for _, tp := range m.Partitions { // sorted: one entry per topic
-			if n := len(st.Topics); n == 0 || st.Topics[n-1].Topic != tp.Topic {
-				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
-				t.Topic = tp.Topic
-				st.Topics = append(st.Topics, t)
-			}
-			last := &st.Topics[len(st.Topics)-1]
-			last.Partitions = append(last.Partitions, tp.Partition)
-		}
+		txn.ByTopic(m.Partitions, func(topic string, partitions []int32) {
+			t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+			t.Topic, t.Partitions = topic, partitions
+			st.Topics = append(st.Topics, t)
+		})
 		resp.TransactionStates = append(resp.TransactionStates, st)
 	}
 	return resp, nil

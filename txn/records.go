@@ -38,15 +38,11 @@ func recordValue(m Metadata) []byte {
 	v.LastUpdateTimestamp = m.UpdateMs
 	v.StartTimestamp = m.StartMs
 	v.Topics = []kmsg.TxnMetadataValueTopic{}
-	for _, tp := range m.Partitions { // sorted: one entry per topic
-		if n := len(v.Topics); n == 0 || v.Topics[n-1].Topic != tp.Topic {
-			t := kmsg.NewTxnMetadataValueTopic()
-			t.Topic = tp.Topic
-			v.Topics = append(v.Topics, t)
-		}
-		last := &v.Topics[len(v.Topics)-1]
-		last.Partitions = append(last.Partitions, tp.Partition)
-	}
+	ByTopic(m.Partitions, func(topic string, partitions []int32) {
+		t := kmsg.NewTxnMetadataValueTopic()
+		t.Topic, t.Partitions = topic, partitions
+		v.Topics = append(v.Topics, t)
+	})
 	return v.AppendTo(nil)
 }
 

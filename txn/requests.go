@@ -86,6 +86,20 @@ func (c *Coordinator) planInitLocking(id string, timeoutMs int32, expected *Prod
 	return ps, plan, nil
 }
 
+// entryLocked finds the entry of an id that must exist (a producer that
+// calls InitProducerId first): INVALID_PRODUCER_ID_MAPPING when unknown.
+func (c *Coordinator) entryLocked(id string) (*partitionState, *entry, error) {
+	ps, err := c.partitionLocked(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := ps.txns[id]
+	if e == nil {
+		return nil, nil, kerr.InvalidProducerIDMapping
+	}
+	return ps, e, nil
+}
+
 // writeFence writes the PrepareAbort of a fence (an InitProducerId over an
 // ongoing transaction, or its timeout) and starts the markers.
 func (c *Coordinator) writeFence(ctx context.Context, ps *partitionState, next Metadata) error {
@@ -96,28 +110,36 @@ func (c *Coordinator) writeFence(ctx context.Context, ps *partitionState, next M
 // AddOffsetsToTxn, with the group's __consumer_offsets partition): the
 // partitions join the transaction, which becomes Ongoing.
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition) error {
+	parts = union(nil, parts)
+	return c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
+		return planAddPartitions(cur, pending, producerID, epoch, parts, nowMs)
+	}, nil)
+}
+
+// transit is a client's transition of a known id: decide under mu, mark the
+// entry pending, write, apply; then runs under mu once applied.
+func (c *Coordinator) transit(ctx context.Context, id string, plan func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error), then func(ps *partitionState, e *entry)) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
 	}
 	c.mu.Lock()
-	ps, err := c.partitionLocked(id)
+	ps, e, err := c.entryLocked(id)
 	if err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	e := ps.txns[id]
-	if e == nil {
-		c.mu.Unlock()
-		return kerr.InvalidProducerIDMapping
-	}
-	next, write, err := planAddPartitions(e.meta, e.pending != none, producerID, epoch, union(nil, parts), c.nowMs())
+	next, write, err := plan(e.meta, e.pending != none, c.nowMs())
 	if err != nil || !write {
 		c.mu.Unlock()
 		return err
 	}
 	e.pending = next.State
 	c.mu.Unlock()
-	return c.write(ctx, ps, []Metadata{next}, false, nil)
+	var apply func(e *entry)
+	if then != nil {
+		apply = func(e *entry) { then(ps, e) }
+	}
+	return c.write(ctx, ps, []Metadata{next}, false, apply)
 }
 
 // VerifyPartitions answers, per partition, whether it is in the id's
@@ -130,13 +152,9 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps, err := c.partitionLocked(id)
+	_, e, err := c.entryLocked(id)
 	if err != nil {
 		return nil, err
-	}
-	e := ps.txns[id]
-	if e == nil {
-		return nil, kerr.InvalidProducerIDMapping
 	}
 	return verifyPartitions(e.meta, producerID, epoch, parts)
 }
@@ -146,28 +164,9 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 // completion follow in the background. A retry of an EndTxn that already
 // completed the same way succeeds.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
-	}
-	c.mu.Lock()
-	ps, err := c.partitionLocked(id)
-	if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	e := ps.txns[id]
-	if e == nil {
-		c.mu.Unlock()
-		return kerr.InvalidProducerIDMapping
-	}
-	next, write, err := planEndTxn(e.meta, e.pending != none, producerID, epoch, commit, c.nowMs())
-	if err != nil || !write {
-		c.mu.Unlock()
-		return err
-	}
-	e.pending = next.State
-	c.mu.Unlock()
-	return c.write(ctx, ps, []Metadata{next}, false, func(e *entry) { c.completeLocked(ps, id, e) })
+	return c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
+		return planEndTxn(cur, pending, producerID, epoch, commit, nowMs)
+	}, func(ps *partitionState, e *entry) { c.completeLocked(ps, id, e) })
 }
 
 // Describe is DescribeTransactions for one id:
@@ -246,47 +245,28 @@ func (c *Coordinator) List(f ListFilter) (txns []Metadata, unknownStates []strin
 // AbortTimedOut aborts every ongoing transaction older than its timeout
 // (Kafka's abortTimedOutTransactions): the epoch is bumped, which fences
 // the producer, then PrepareAbort, markers, CompleteAbort. It returns once
-// the aborts are under way; the loop calls it every AbortInterval.
+// the PrepareAbort records are written; the loop calls it every
+// AbortInterval.
 func (c *Coordinator) AbortTimedOut(ctx context.Context) {
-	nowMs := c.nowMs()
-	type fence struct {
-		ps   *partitionState
-		next Metadata
-	}
-	var fences []fence
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	for _, ps := range c.partitions {
-		if ps.loading {
-			continue
+	fences := c.sweep(func(e *entry, nowMs int64) (Metadata, bool) {
+		if !timedOut(e.meta, e.pending != none, nowMs) {
+			return Metadata{}, false
 		}
-		for _, e := range ps.txns {
-			if !timedOut(e.meta, e.pending != none, nowMs) {
-				continue
-			}
-			next, err := planFence(e.meta, false, nowMs)
-			if err != nil {
-				c.logger.Error("cannot abort timed out transaction", "transactional_id", e.meta.TransactionalID, "err", err)
-				continue
-			}
-			e.pending = next.State
-			fences = append(fences, fence{ps, next})
+		next, err := planFence(e.meta, false, nowMs)
+		if err != nil {
+			c.logger.Error("cannot abort timed out transaction", "transactional_id", e.meta.TransactionalID, "err", err)
+			return Metadata{}, false
 		}
-	}
-	c.bg.Add(len(fences))
-	c.mu.Unlock()
-	for _, f := range fences {
-		c.logger.Info("aborting timed out transaction", "transactional_id", f.next.TransactionalID,
-			"producer_id", f.next.ProducerID, "bumped_epoch", f.next.ProducerEpoch)
-		go func() {
-			defer c.bg.Done()
-			if err := c.writeFence(f.ps.ctx, f.ps, f.next); err != nil {
-				c.logger.Warn("aborting timed out transaction failed", "transactional_id", f.next.TransactionalID, "err", err)
+		return next, true
+	})
+	for ps, nexts := range fences {
+		for _, next := range nexts {
+			c.logger.Info("aborting timed out transaction", "transactional_id", next.TransactionalID,
+				"producer_id", next.ProducerID, "bumped_epoch", next.ProducerEpoch)
+			if err := c.writeFence(ps.ctx, ps, next); err != nil {
+				c.logger.Warn("aborting timed out transaction failed", "transactional_id", next.TransactionalID, "err", err)
 			}
-		}()
+		}
 	}
 }
 
@@ -294,31 +274,15 @@ func (c *Coordinator) AbortTimedOut(ctx context.Context) {
 // with no transaction in flight (Kafka's removeExpiredTransactionalIds):
 // one batch of tombstones per partition, written acks=all.
 func (c *Coordinator) ExpireTransactionalIDs(ctx context.Context) {
-	nowMs := c.nowMs()
-	byPartition := map[*partitionState][]Metadata{}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	for _, ps := range c.partitions {
-		if ps.loading {
-			continue
+	expiration := c.cfg.IDExpiration.Milliseconds()
+	byPartition := c.sweep(func(e *entry, nowMs int64) (Metadata, bool) {
+		if !expired(e.meta, e.pending != none, nowMs, expiration) || transition(e.meta, Dead) != nil {
+			return Metadata{}, false
 		}
-		for _, e := range ps.txns {
-			if !expired(e.meta, e.pending != none, nowMs, c.cfg.IDExpiration.Milliseconds()) {
-				continue
-			}
-			if err := transition(e.meta, Dead); err != nil {
-				continue
-			}
-			dead := e.meta
-			dead.State = Dead
-			e.pending = Dead
-			byPartition[ps] = append(byPartition[ps], dead)
-		}
-	}
-	c.mu.Unlock()
+		dead := e.meta
+		dead.State = Dead
+		return dead, true
+	})
 	for ps, dead := range byPartition {
 		if err := c.write(ctx, ps, dead, false, nil); err != nil {
 			c.logger.Warn("expiring transactional ids failed", "partition", ps.partition, "ids", len(dead), "err", err)
@@ -326,4 +290,28 @@ func (c *Coordinator) ExpireTransactionalIDs(ctx context.Context) {
 		}
 		c.logger.Info("expired transactional ids", "partition", ps.partition, "ids", len(dead))
 	}
+}
+
+// sweep offers every entry of every loaded partition to pick, and marks
+// the ones it picks pending (their next state), by partition.
+func (c *Coordinator) sweep(pick func(e *entry, nowMs int64) (next Metadata, ok bool)) map[*partitionState][]Metadata {
+	nowMs := c.nowMs()
+	out := map[*partitionState][]Metadata{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	for _, ps := range c.partitions {
+		if ps.loading {
+			continue
+		}
+		for _, e := range ps.txns {
+			if next, ok := pick(e, nowMs); ok {
+				e.pending = next.State
+				out[ps] = append(out[ps], next)
+			}
+		}
+	}
+	return out
 }

@@ -439,3 +439,18 @@ func union(a, b []TopicPartition) []TopicPartition {
 	slices.SortFunc(out, compareTP)
 	return slices.Compact(out)
 }
+
+// ByTopic calls fn once per topic of parts (sorted by topic, as every
+// partition list of this package is) with that topic's partitions: the
+// shape of Kafka's topic -> partitions arrays.
+func ByTopic(parts []TopicPartition, fn func(topic string, partitions []int32)) {
+	for i := 0; i < len(parts); {
+		j := i
+		var ps []int32
+		for ; j < len(parts) && parts[j].Topic == parts[i].Topic; j++ {
+			ps = append(ps, parts[j].Partition)
+		}
+		fn(parts[i].Topic, ps)
+		i = j
+	}
+}

@@ -1,7 +1,9 @@
 package txn
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -296,5 +298,25 @@ func TestRecordsRoundTrip(t *testing.T) {
 	got := *recs[0].meta
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+}
+
+func TestAppendError(t *testing.T) {
+	for _, tc := range []struct {
+		err, want error
+	}{
+		{kerr.NotEnoughReplicas, kerr.CoordinatorNotAvailable},
+		{kerr.NotEnoughReplicasAfterAppend, kerr.CoordinatorNotAvailable},
+		{kerr.RequestTimedOut, kerr.CoordinatorNotAvailable},
+		{kerr.UnknownTopicOrPartition, kerr.CoordinatorNotAvailable},
+		{context.DeadlineExceeded, kerr.CoordinatorNotAvailable},
+		{kerr.NotLeaderForPartition, kerr.NotCoordinator},
+		{kerr.KafkaStorageError, kerr.NotCoordinator},
+		{kerr.MessageTooLarge, kerr.UnknownServerError},
+		{errors.New("disk on fire"), kerr.UnknownServerError},
+	} {
+		if got := appendError(fmt.Errorf("append: %w", tc.err)); !errors.Is(got, tc.want) {
+			t.Errorf("appendError(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

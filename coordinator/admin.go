@@ -187,11 +187,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 
 // allTombstonesLocked deletes every offset of the group and the group.
 func (g *group) allTombstonesLocked() []record {
-	tps := make([]topicPartition, 0, len(g.offsets))
-	for tp := range g.offsets {
-		tps = append(tps, tp)
-	}
-	sortTopicPartitions(tps)
+	tps := sortedPartitions(g.offsets)
 	records := make([]record, 0, len(tps)+1)
 	for _, tp := range tps {
 		records = append(records, offsetTombstone(g.id, tp))

@@ -148,13 +148,8 @@ func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[st
 		}
 	}
 	if topics == nil {
-		var tps []topicPartition
-		for tp := range offsets {
-			tps = append(tps, tp)
-		}
-		sortTopicPartitions(tps)
 		var out []fetchedTopic
-		for _, tp := range tps {
+		for _, tp := range sortedPartitions(offsets) {
 			if len(out) == 0 || out[len(out)-1].topic != tp.topic {
 				out = append(out, fetchedTopic{topic: tp.topic})
 			}

@@ -201,6 +201,16 @@ func expiredOffsets(in expiryInput, now time.Time, retention time.Duration) []to
 	return out
 }
 
+// sortedPartitions returns the partitions of offsets, sorted.
+func sortedPartitions(offsets map[topicPartition]offsetEntry) []topicPartition {
+	tps := make([]topicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sortTopicPartitions(tps)
+	return tps
+}
+
 func sortTopicPartitions(tps []topicPartition) {
 	sort.Slice(tps, func(i, j int) bool {
 		if tps[i].topic != tps[j].topic {

@@ -280,12 +280,7 @@ func (g *group) durableRecordsLocked(out []record) []record {
 	if g.storedMeta != nil {
 		out = append(out, record{key: groupKey(g.id), value: g.storedMeta})
 	}
-	tps := make([]topicPartition, 0, len(g.offsets))
-	for tp := range g.offsets {
-		tps = append(tps, tp)
-	}
-	sortTopicPartitions(tps)
-	for _, tp := range tps {
+	for _, tp := range sortedPartitions(g.offsets) {
 		o := g.offsets[tp]
 		r := offsetRecord(g.id, tp, o)
 		r.origin, r.hasOrigin = o.appendOffset, true

@@ -31,12 +31,7 @@ func dumpGroups(c *Coordinator) map[string]string {
 			fmt.Fprintf(&b, "  member %s inst=%s client=%s session=%v rebalance=%v assignment=%x\n",
 				m.id, inst, m.clientID, m.sessionTimeout, m.rebalanceTimeout, m.assignment)
 		}
-		tps := make([]topicPartition, 0, len(g.offsets))
-		for tp := range g.offsets {
-			tps = append(tps, tp)
-		}
-		sortTopicPartitions(tps)
-		for _, tp := range tps {
+		for _, tp := range sortedPartitions(g.offsets) {
 			o := g.offsets[tp]
 			fmt.Fprintf(&b, "  offset %s/%d=%d epoch=%d md=%q at=%d exp=%v app=%d\n", tp.topic, tp.partition,
 				o.offset, o.leaderEpoch, o.metadata, o.commitTime.UnixMilli(), o.expireTime, o.appendOffset)
@@ -49,12 +44,7 @@ func dumpGroups(c *Coordinator) map[string]string {
 		for _, pid := range pids {
 			txn := g.pendingTxn[pid]
 			fmt.Fprintf(&b, "  txn %d first=%d\n", pid, txn.first)
-			tps := make([]topicPartition, 0, len(txn.offsets))
-			for tp := range txn.offsets {
-				tps = append(tps, tp)
-			}
-			sortTopicPartitions(tps)
-			for _, tp := range tps {
+			for _, tp := range sortedPartitions(txn.offsets) {
 				o := txn.offsets[tp]
 				fmt.Fprintf(&b, "    pending %s/%d=%d epoch=%d md=%q at=%d app=%d\n", tp.topic, tp.partition,
 					o.offset, o.leaderEpoch, o.metadata, o.commitTime.UnixMilli(), o.appendOffset)

@@ -172,7 +172,6 @@ func Check(history []Event) Result {
 		observe(p, o, v)
 	}
 
-	var workStart, workEnd int64 = -1, -1
 	for _, e := range events {
 		switch e.Kind {
 		case KindSend:
@@ -194,15 +193,9 @@ func Check(history []Event) Result {
 		case KindFinalDone:
 			finalDone[e.Partition] = true
 			partitions[e.Partition] = true
-		case KindPhase:
-			switch e.Detail {
-			case "workload-start":
-				workStart = e.Time
-			case "workload-end":
-				workEnd = e.Time
-			}
 		}
 	}
+	workStart, workEnd := workloadSpan(events)
 
 	// Acknowledged and failed sends against the final read and the reads.
 	for _, s := range sends {
@@ -386,6 +379,23 @@ func (c *checker) availability(sends []Event, start, end int64) {
 		}
 	}
 	c.availabilityOf(oks, start, end)
+}
+
+// workloadSpan is when the workload started and ended (-1: not recorded).
+func workloadSpan(events []Event) (start, end int64) {
+	start, end = -1, -1
+	for _, e := range events {
+		if e.Kind != KindPhase {
+			continue
+		}
+		switch e.Detail {
+		case "workload-start":
+			start = e.Time
+		case "workload-end":
+			end = e.Time
+		}
+	}
+	return start, end
 }
 
 func us(t int64) string {

@@ -122,8 +122,8 @@ type tpo struct {
 //   - lost-committed-write: a record of a committed transaction,
 //     acknowledged at an offset, that the final read does not hold.
 //   - inconsistent-offsets: one offset with two values (among
-//     acknowledgements, polls and the final read), or a record in the
-//     final read at an offset other than its acknowledged one.
+//     acknowledgements, polls and the final read), or a committed record
+//     in the final read at an offset other than its acknowledged one.
 //   - duplicate: one value at two offsets among the observations
 //     (exactly-once broken, for the producers' idempotence or the
 //     consume-transform-produce loop).
@@ -149,8 +149,10 @@ func (c *checker) checkTxn(events []Event) {
 		}
 		return t
 	}
-	writer := map[tv]*txnInfo{}                  // value -> the transaction that wrote it
-	acked := map[tv]Event{}                      // value -> its acknowledged send
+	ackedAt := map[tpo]*txnInfo{}                // offset -> the transaction whose write was acknowledged there
+	ackedValue := map[tpo]string{}               // offset -> the value acknowledged there
+	unacked := map[tv][]*txnInfo{}               // value -> transactions whose write of it was not acknowledged
+	valuePartition := map[tv]int32{}             // value -> partition it was observed in
 	offsetValues := map[tpo]map[string]bool{}    // offset -> values seen there
 	valueOffsets := map[tv]map[int64]bool{}      // value -> offsets observed (polls and final)
 	final := map[tpo]string{}                    // the final read
@@ -162,7 +164,6 @@ func (c *checker) checkTxn(events []Event) {
 	etlCommitted := map[string]map[int32]int64{} // input topic -> partition -> group's committed offset
 	var reads, finals []Event
 	var commitOKs []int64
-	var workStart, workEnd int64 = -1, -1
 	seen := false
 
 	at := func(topic string, p int32, o int64, v string) {
@@ -179,6 +180,7 @@ func (c *checker) checkTxn(events []Event) {
 			valueOffsets[k] = map[int64]bool{}
 		}
 		valueOffsets[k][e.Offset] = true
+		valuePartition[k] = e.Partition
 	}
 	for _, e := range events {
 		switch e.Kind {
@@ -186,14 +188,16 @@ func (c *checker) checkTxn(events []Event) {
 			seen = true
 			t := get(e)
 			t.writes = append(t.writes, e)
-			writer[tv{e.Topic, e.Value}] = t
 			if written[e.Topic] == nil {
 				written[e.Topic] = map[int32]bool{}
 			}
 			written[e.Topic][e.Partition] = true
 			if e.Outcome == OK {
-				acked[tv{e.Topic, e.Value}] = e
+				k := tpo{e.Topic, e.Partition, e.Offset}
+				ackedAt[k], ackedValue[k] = t, e.Value
 				at(e.Topic, e.Partition, e.Offset, e.Value)
+			} else {
+				unacked[tv{e.Topic, e.Value}] = append(unacked[tv{e.Topic, e.Value}], t)
 			}
 		case KindTxnEnd:
 			seen = true
@@ -239,13 +243,6 @@ func (c *checker) checkTxn(events []Event) {
 				etlCommitted[e.Topic] = map[int32]int64{}
 			}
 			etlCommitted[e.Topic][e.Partition] = e.Offset
-		case KindPhase:
-			switch e.Detail {
-			case "workload-start":
-				workStart = e.Time
-			case "workload-end":
-				workEnd = e.Time
-			}
 		}
 	}
 	if !seen {
@@ -258,8 +255,26 @@ func (c *checker) checkTxn(events []Event) {
 		st.Writes += len(t.writes)
 	}
 	st.Reads, st.Final = len(reads), len(finals)
+	// The transaction a record observed at an offset belongs to: the one
+	// whose write was acknowledged there; else one whose write of that
+	// value was not acknowledged (a value is written again when the loop
+	// retries after an abort), the least suspect if several.
+	resolve := func(topic string, p int32, o int64, v string) *txnInfo {
+		k := tpo{topic, p, o}
+		if t := ackedAt[k]; t != nil && ackedValue[k] == v {
+			return t
+		}
+		cands := unacked[tv{topic, v}]
+		if len(cands) == 0 {
+			return nil
+		}
+		rank := map[TxnStatus]int{TxnCommitted: 0, TxnUnknown: 1, TxnAborted: 2}
+		return slices.MinFunc(cands, func(a, b *txnInfo) int {
+			return cmp.Or(cmp.Compare(rank[a.status()], rank[b.status()]), cmp.Compare(a.commitStart, b.commitStart))
+		})
+	}
 	for _, e := range reads {
-		if t := writer[tv{e.Topic, e.Value}]; t != nil {
+		if t := resolve(e.Topic, e.Partition, e.Offset, e.Value); t != nil {
 			if procTxns[e.Proc] == nil {
 				procTxns[e.Proc] = map[*txnInfo]bool{}
 			}
@@ -269,7 +284,7 @@ func (c *checker) checkTxn(events []Event) {
 
 	// Aborted reads and reads past the LSO.
 	for _, e := range append(slices.Clone(reads), finals...) {
-		t := writer[tv{e.Topic, e.Value}]
+		t := resolve(e.Topic, e.Partition, e.Offset, e.Value)
 		if t == nil {
 			continue
 		}
@@ -295,16 +310,10 @@ func (c *checker) checkTxn(events []Event) {
 			if w.Outcome != OK || !done(w.Topic, w.Partition) {
 				continue
 			}
-			if _, ok := finalOffset[tv{w.Topic, w.Value}]; ok {
+			if final[tpo{w.Topic, w.Partition, w.Offset}] == w.Value {
 				present = append(present, w)
 			} else {
 				missing = append(missing, w)
-			}
-		}
-		for _, w := range present {
-			if o := finalOffset[tv{w.Topic, w.Value}]; o != w.Offset {
-				c.flag(Anomaly{Name: InconsistentOffsets, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Value: w.Value, Proc: t.proc,
-					Detail: fmt.Sprintf("transaction %s (%s): record acknowledged at offset %d, the final read has it at %d", t.id, t.status(), w.Offset, o)})
 			}
 		}
 		s := t.status()
@@ -320,6 +329,11 @@ func (c *checker) checkTxn(events []Event) {
 			continue
 		}
 		for _, w := range missing {
+			if o, ok := finalOffset[tv{w.Topic, w.Value}]; ok {
+				c.flag(Anomaly{Name: InconsistentOffsets, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Value: w.Value, Proc: t.proc,
+					Detail: fmt.Sprintf("transaction %s committed, record acknowledged at offset %d, the final read has it at %d and %q there", t.id, w.Offset, o, final[tpo{w.Topic, w.Partition, w.Offset}])})
+				continue
+			}
 			c.flag(Anomaly{Name: LostCommittedWrite, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Value: w.Value, Proc: t.proc,
 				Detail: fmt.Sprintf("transaction %s committed, record acknowledged at offset %d (t=%s), absent from the final read (offset %d holds %q)",
 					t.id, w.Offset, us(w.Time), w.Offset, final[tpo{w.Topic, w.Partition, w.Offset}])})
@@ -348,23 +362,20 @@ func (c *checker) checkTxn(events []Event) {
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(valueOffsets), func(a, b tv) int { return cmp.Or(strings.Compare(a.topic, b.topic), strings.Compare(a.v, b.v)) }) {
 		if offs := valueOffsets[k]; len(offs) > 1 {
-			p := int32(-1)
-			if w, ok := acked[k]; ok {
-				p = w.Partition
-			}
-			c.flag(Anomaly{Name: Duplicate, Topic: k.topic, Partition: p, Offset: minKey(offs), Value: k.v,
+			c.flag(Anomaly{Name: Duplicate, Topic: k.topic, Partition: valuePartition[k], Offset: minKey(offs), Value: k.v,
 				Detail: fmt.Sprintf("value observed at offsets %v", sortedKeys(offs))})
 		}
 	}
 
-	c.checkTxnPolls(events, final, writer, procTxns)
+	c.checkTxnPolls(events, final, resolve, procTxns)
 	c.checkEtl(etlCommitted, finals, finalDone)
 
 	// In a transactional run, availability is the longest stretch without
 	// a committed transaction.
 	if c.res.Sends[OK] == 0 {
 		c.res.Unavailable, c.res.UnavailableFrom = 0, 0
-		c.availabilityOf(commitOKs, workStart, workEnd)
+		start, end := workloadSpan(events)
+		c.availabilityOf(commitOKs, start, end)
 	}
 }
 
@@ -372,7 +383,7 @@ func (c *checker) checkTxn(events []Event) {
 // strictly increase, and it steps over no record the final read holds
 // (intermediate-read when it polled other records of that record's
 // transaction, poll-skip otherwise).
-func (c *checker) checkTxnPolls(events []Event, final map[tpo]string, writer map[tv]*txnInfo, procTxns map[string]map[*txnInfo]bool) {
+func (c *checker) checkTxnPolls(events []Event, final map[tpo]string, resolve func(string, int32, int64, string) *txnInfo, procTxns map[string]map[*txnInfo]bool) {
 	type key struct {
 		proc, topic string
 		p           int32
@@ -407,7 +418,7 @@ func (c *checker) checkTxnPolls(events []Event, final map[tpo]string, writer map
 			i, _ := slices.BinarySearch(offs, prev+1)
 			for ; i < len(offs) && offs[i] < e.Offset; i++ {
 				v := final[tpo{e.Topic, e.Partition, offs[i]}]
-				t := writer[tv{e.Topic, v}]
+				t := resolve(e.Topic, e.Partition, offs[i], v)
 				if t != nil && procTxns[e.Proc][t] {
 					c.flag(Anomaly{Name: IntermediateRead, Topic: e.Topic, Partition: e.Partition, Offset: offs[i], Value: v, Proc: e.Proc,
 						Detail: fmt.Sprintf("poll %d jumped from offset %d to %d over %q of transaction %s (t=%s), of which it read other records", e.Poll, prev, e.Offset, v, t.id, us(e.Time))})

@@ -156,7 +156,9 @@ func TestCheckTxnAnomalies(t *testing.T) {
 			return replace(e, isValue(KindTxnRead, "rc", "f"))
 		}), IntermediateRead, []string{PollSkip}},
 		{"rc stepped over f and read nothing else of t1-1", txnEdit(func(e h) h {
-			return replace(e, func(x Event) bool { return x.Kind == KindTxnRead && x.Proc == "rc" && (x.Value == "f" || x.Value == "e") })
+			return replace(e, func(x Event) bool {
+				return x.Kind == KindTxnRead && x.Proc == "rc" && (x.Value == "f" || x.Value == "e")
+			})
 		}), PollSkip, []string{IntermediateRead}},
 		{"x of committed t2-1 missing from the final read", txnEdit(func(e h) h {
 			return replaceAll(e, isTxnFinal("in", 1), tfinal("in", 1, 10, map[int64]string{0: "b", 4: "f"})...)
@@ -184,10 +186,10 @@ func TestCheckTxnAnomalies(t *testing.T) {
 			return replaceAll(e, func(x Event) bool { return x.Kind == KindTxnOffsets && x.Partition == 0 },
 				Event{Kind: KindTxnOffsets, Proc: "etl", Topic: "in", Partition: 0, Offset: 3})
 		}), Duplicate, nil},
-		{"e acknowledged at offset 4, in the final read at 3", txnEdit(func(e h) h {
-			e = replace(e, isValue(KindTxnRead, "", "e"))
-			return replaceAll(e, isTxnFinal("in", 0), tfinal("in", 0, 8, map[int64]string{0: "a", 3: "e"})...)
-		}), InconsistentOffsets, nil},
+		{"a of committed t0-1 acknowledged at offset 0, in the final read at 3", txnEdit(func(e h) h {
+			e = replace(e, isValue(KindTxnRead, "", "a"))
+			return replaceAll(e, isTxnFinal("in", 0), tfinal("in", 0, 8, map[int64]string{3: "a", 4: "e"})...)
+		}), InconsistentOffsets, []string{LostCommittedWrite}},
 		{"rc reads a again", txnEdit(func(e h) h {
 			return later(e, tread("rc", "in", 9, 0, 0, "a"))
 		}), NonmonotonicPoll, nil},
@@ -243,5 +245,32 @@ func TestCheckTxnUnknownOutcome(t *testing.T) {
 	r := Check(e)
 	if !r.Valid() || r.Txn.ByStatus[TxnUnknown] != 3 {
 		t.Errorf("t1-3 with an unknown second commit: %v, %v", r.Txn.ByStatus, r.Anomalies)
+	}
+}
+
+// The loop writes a value again after an abort: the aborted write at one
+// offset and the committed one at another are two records, and only the
+// committed one is visible.
+func TestCheckTxnRewrite(t *testing.T) {
+	e := cleanTxn()
+	var out h
+	for _, x := range e {
+		if x.Kind == KindTxnSend && x.Txn == "etl-1" {
+			// etl-0: the same writes, aborted, where etl-1 was.
+			y := x
+			y.Txn = "etl-0"
+			out = append(out, y)
+		}
+		out = append(out, x)
+	}
+	out = append(out, tend("etl-0", "commit", Fail)...)
+	// Shift etl-1's writes and the output's final read by two.
+	for i, x := range out {
+		if x.Topic == "out" && x.Txn != "etl-0" && (x.Kind == KindTxnSend || x.Kind == KindTxnRead || x.Kind == KindTxnFinal || x.Kind == KindTxnFinalDone) {
+			out[i].Offset += 2
+		}
+	}
+	if r := Check(out); !r.Valid() {
+		t.Fatalf("flagged: %v", r.Anomalies)
 	}
 }

@@ -22,10 +22,13 @@ import (
 
 // Options configure one run.
 type Options struct {
-	Mode       string // "short" or "long"
-	Seed       uint64
-	Duration   time.Duration // long mode: how long faults run
-	Unsafe     bool          // min.insync.replicas=1, unclean election, the isolate-then-kill fault
+	Mode     string // "short" or "long"
+	Seed     uint64
+	Duration time.Duration // long mode: how long faults run
+	Unsafe   bool          // min.insync.replicas=1, unclean election, the isolate-then-kill fault
+	// Txn runs the transactional workload (txn_workload.go) instead of the
+	// plain one, under the same faults except the topic re-creations.
+	Txn        bool
 	Brokers    int
 	Partitions int32
 	Dir        string // working directory (a temporary one if empty)
@@ -139,7 +142,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rec.Add(Event{Kind: KindPhase, Detail: detail})
 		logf("phase %s", detail)
 	}
-	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v duration=%v brokers=%d partitions=%d", o.Mode, o.Seed, o.Unsafe, o.Duration, o.Brokers, o.Partitions))
+	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v txn=%v duration=%v brokers=%d partitions=%d", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Duration, o.Brokers, o.Partitions))
 
 	timing := Timing{Lag: o.Lag, Session: o.Session}
 	var faults []Fault
@@ -151,10 +154,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	default:
 		faults = ShortSchedule(o.Seed, timing, o.Partitions)
 	}
+	if o.Txn {
+		// The re-created topic's rules are the plain workload's.
+		faults = slices.DeleteFunc(faults, func(f Fault) bool { return f.Kind == RecreateTopic || f.Kind == RecreateTopicPaused })
+	}
 
 	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2, TmpfsSize: o.TmpfsSize}
 	if o.Unsafe {
 		ccfg.MinISR, ccfg.Unclean = 1, true
+	}
+	if o.Txn {
+		// Transactions their producers abandoned end soon after their
+		// timeout, so the last stable offsets reach the high watermarks
+		// soon after healing.
+		ccfg.Extra = append(ccfg.Extra, "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000")
 	}
 	logf("starting ZooKeeper and %d brokers in %s", o.Brokers, o.Dir)
 	c, err := StartCluster(ctx, ccfg)
@@ -181,6 +194,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer zv.Close()
 	topic := "kverify"
 	topics := []topicSpec{{topic, o.Partitions}}
+	if o.Txn {
+		topic = "kverify-txn"
+		topics = []topicSpec{{topic, o.Partitions}, {topic + "-out", o.Partitions}}
+	}
 	// The re-created topic has its own workload, only when a fault
 	// re-creates it (so the unsafe run is as before).
 	var recreate *Incarnations
@@ -202,17 +219,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer func() { stopWatch(); watchWG.Wait() }()
 
 	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf, Recreate: recreate}
+	tw := &TxnWorkload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Out: topic + "-out", Partitions: o.Partitions, Producers: 3,
+		Group: fmt.Sprintf("kverify-etl-%d", o.Seed), Seed: o.Seed, Interval: 20 * o.Interval, Logf: logf}
 	consCtx, stopCons := context.WithCancel(ctx)
-	var consWG sync.WaitGroup
+	etlCtx, stopEtl := context.WithCancel(ctx)
+	var consWG, etlWG sync.WaitGroup
 	consWG.Add(1)
-	go func() { defer consWG.Done(); w.RunConsumers(consCtx, fmt.Sprintf("kverify-%d", o.Seed)) }()
+	if o.Txn {
+		go func() { defer consWG.Done(); tw.RunConsumers(consCtx) }()
+		etlWG.Add(1)
+		go func() { defer etlWG.Done(); tw.RunEtl(etlCtx) }()
+	} else {
+		go func() { defer consWG.Done(); w.RunConsumers(consCtx, fmt.Sprintf("kverify-%d", o.Seed)) }()
+	}
 	defer func() { stopCons(); consWG.Wait() }()
+	defer func() { stopEtl(); etlWG.Wait() }()
 
 	prodCtx, stopProd := context.WithCancel(ctx)
 	var prodWG sync.WaitGroup
 	prodWG.Add(1)
 	phase("workload-start")
-	go func() { defer prodWG.Done(); w.RunProducers(prodCtx) }()
+	go func() {
+		defer prodWG.Done()
+		if o.Txn {
+			tw.RunProducers(prodCtx)
+		} else {
+			w.RunProducers(prodCtx)
+		}
+	}()
 
 	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Recreate: recreate, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
 	nem.Run(ctx, faults)
@@ -240,7 +274,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phase("quiesced")
 
 	ends := map[string]map[int32]int64{}
+	if o.Txn {
+		rep.Warnings = append(rep.Warnings, tw.finish(ctx, func() { stopEtl(); etlWG.Wait() }, ends, phase)...)
+	}
 	for _, t := range topics {
+		if o.Txn {
+			break
+		}
 		var e map[int32]int64
 		if err := waitFor(ctx, 30*time.Second, func() error {
 			var err error
@@ -261,7 +301,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		cancel()
 		phase(fmt.Sprintf("final-read %s %v", t.name, e))
 	}
-	if ends[topic] != nil {
+	if ends[topic] != nil && !o.Txn {
 		if err := waitFor(ctx, 30*time.Second, func() error {
 			if !w.CaughtUp(Consumers, ends[topic]) {
 				return errors.New("consumers not caught up")
@@ -413,7 +453,7 @@ func waitFor(ctx context.Context, within time.Duration, fn func() error) error {
 // Print writes the report.
 func (r *Report) Print(w io.Writer) {
 	o := r.Options
-	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v txn=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
 	if r.LogDirs != "" {
 		fmt.Fprintf(w, "log dirs: %s\n", r.LogDirs)
 	}
@@ -450,7 +490,11 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "replicas: %d ISR member logs identical to the leader's up to the HW, %d not\n", compared, differ)
 	fmt.Fprintf(w, "ZooKeeper: %d partition-state / controller-epoch changes observed\n", epochs)
-	fmt.Fprintf(w, "availability: longest stretch without a successful acks=all write: %v (from t=%s)\n", res.Unavailable.Round(time.Millisecond), us(res.UnavailableFrom))
+	what := "a successful acks=all write"
+	if res.Txn.ByStatus != nil && res.Sends[OK] == 0 {
+		what = "a committed transaction"
+	}
+	fmt.Fprintf(w, "availability: longest stretch without %s: %v (from t=%s)\n", what, res.Unavailable.Round(time.Millisecond), us(res.UnavailableFrom))
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
@@ -473,8 +517,8 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nhistory: %s\n", r.HistoryPath)
 	if o.Mode != "check" {
-		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s\n", o.Mode, o.Seed,
-			map[bool]string{true: " --unsafe"}[o.Unsafe], durationFlag(o))
+		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s\n", o.Mode, o.Seed,
+			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], durationFlag(o))
 	}
 }
 

@@ -39,9 +39,7 @@ type Workload struct {
 	// reads it (see recreate.go).
 	Recreate *Incarnations
 
-	// mu guards maxSeen.
-	mu      sync.Mutex
-	maxSeen map[string]map[int32]int64 // consumer -> partition -> highest offset read
+	read readPositions
 }
 
 func (w *Workload) logf(format string, args ...any) {
@@ -377,39 +375,46 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (w *Workload) saw(consumer string, p int32, o int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.maxSeen == nil {
-		w.maxSeen = map[string]map[int32]int64{}
+// readPositions is the highest offset each consumer read per partition.
+type readPositions struct {
+	// mu guards max.
+	mu  sync.Mutex
+	max map[string]map[int32]int64 // consumer -> partition -> highest offset read
+}
+
+func (r *readPositions) saw(consumer string, p int32, o int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.max == nil {
+		r.max = map[string]map[int32]int64{}
 	}
-	if w.maxSeen[consumer] == nil {
-		w.maxSeen[consumer] = map[int32]int64{}
+	if r.max[consumer] == nil {
+		r.max[consumer] = map[int32]int64{}
 	}
-	if o > w.maxSeen[consumer][p] {
-		w.maxSeen[consumer][p] = o
-	} else if _, ok := w.maxSeen[consumer][p]; !ok {
-		w.maxSeen[consumer][p] = o
+	if cur, ok := r.max[consumer][p]; !ok || o > cur {
+		r.max[consumer][p] = o
 	}
 }
 
-// CaughtUp reports whether every consumer has read up to ends (offset
+// caughtUp reports whether every consumer has read up to ends (offset
 // end-1) on every partition.
-func (w *Workload) CaughtUp(consumers []string, ends map[int32]int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (r *readPositions) caughtUp(consumers []string, ends map[int32]int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, c := range consumers {
 		for p, end := range ends {
-			if end == 0 {
-				continue
-			}
-			o, ok := w.maxSeen[c][p]
-			if !ok || o < end-1 {
+			if o, ok := r.max[c][p]; end > 0 && (!ok || o < end-1) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// CaughtUp reports whether every consumer has read up to ends (offset
+// end-1) on every partition.
+func (w *Workload) CaughtUp(consumers []string, ends map[int32]int64) bool {
+	return w.read.caughtUp(consumers, ends)
 }
 
 // Consumers are the names RunConsumers uses.
@@ -432,6 +437,15 @@ func (w *Workload) RunConsumers(ctx context.Context, group string) {
 
 // poll records what cl reads of topic until ctx ends.
 func (w *Workload) poll(ctx context.Context, name, topic string, cl *kgo.Client) {
+	pollRecords(ctx, cl, func(poll int64, r *kgo.Record) {
+		w.Rec.Add(Event{Kind: KindRead, Topic: w.label(topic), Proc: name, Poll: poll, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+		w.read.saw(name, r.Partition, r.Offset)
+	})
+}
+
+// pollRecords hands each record cl polls, with the number of its poll, to
+// fn until ctx ends.
+func pollRecords(ctx context.Context, cl *kgo.Client, fn func(poll int64, r *kgo.Record)) {
 	var poll int64
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
@@ -439,10 +453,7 @@ func (w *Workload) poll(ctx context.Context, name, topic string, cl *kgo.Client)
 			return
 		}
 		poll++
-		fs.EachRecord(func(r *kgo.Record) {
-			w.Rec.Add(Event{Kind: KindRead, Topic: w.label(topic), Proc: name, Poll: poll, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
-			w.saw(name, r.Partition, r.Offset)
-		})
+		fs.EachRecord(func(r *kgo.Record) { fn(poll, r) })
 	}
 }
 

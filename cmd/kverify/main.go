@@ -2,8 +2,8 @@
 // it starts itself (ZooKeeper and three brokers behind fault-injecting
 // proxies) and checks the recorded history. See package verify.
 //
-//	kverify short [--seed N] [--unsafe] [--expect-anomaly NAME] [--log-dir-tmpfs MiB]
-//	kverify long --duration 10m --seed N [--unsafe]
+//	kverify short [--seed N] [--unsafe] [--txn] [--expect-anomaly NAME] [--log-dir-tmpfs MiB]
+//	kverify long --duration 10m --seed N [--unsafe] [--txn]
 //	kverify check HISTORY.jsonl
 //
 // Exit status: 0 when no anomaly was found (with --expect-anomaly: when
@@ -42,6 +42,7 @@ func main() {
 	seed := fs.Uint64("seed", 1, "seed of the fault schedule")
 	duration := fs.Duration("duration", 10*time.Minute, "long mode: how long to inject faults")
 	unsafe := fs.Bool("unsafe", false, "min.insync.replicas=1, unclean leader election, leader isolated from its followers then killed: must show lost-write")
+	txn := fs.Bool("txn", false, "transactional workload: transactional producers (commit or abort), read_committed consumers, a consume-transform-produce loop; checks aborted-read, intermediate-read, lost-committed-write, duplicate, read-past-lso")
 	expect := fs.String("expect-anomaly", "", "invert the verdict: exit 0 only if this anomaly (e.g. lost-write) was found")
 	dir := fs.String("dir", "", "working directory (default: a new temporary directory, kept)")
 	bin := fs.String("kbroker-bin", "", "kbroker binary (default: go build ./cmd/kbroker)")
@@ -80,7 +81,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Dir: *dir, Bin: *bin,
+	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Dir: *dir, Bin: *bin,
 		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20}
 	if *tmpfs <= 0 {
 		o.TmpfsSize = -1

@@ -116,7 +116,8 @@ integration_tests() {
 # checker fails an unsafe configuration.
 kverify_short() {
 	go run ./cmd/kverify short &&
-		go run ./cmd/kverify short --unsafe --expect-anomaly lost-write
+		go run ./cmd/kverify short --unsafe --expect-anomaly lost-write &&
+		go run ./cmd/kverify short --txn
 }
 
 # franz-go's own pkg/kgo integration suite against a fresh kbroker.

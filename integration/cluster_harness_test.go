@@ -150,6 +150,27 @@ func (c *testCluster) brokerOverrides(id int, extra ...string) []string {
 // broker returns the broker with the given id.
 func (c *testCluster) broker(id int32) *Broker { return c.brokers[id-1] }
 
+// waitUnregistered waits until broker id's registration is gone (its
+// session ended), so that it can start again under the same id.
+func (c *testCluster) waitUnregistered(id int32) {
+	c.t.Helper()
+	checkFor(c.t, c.opts.session+10*time.Second, 25*time.Millisecond, func() error {
+		if c.brokerRegistered(id) {
+			return fmt.Errorf("broker %d still registered", id)
+		}
+		return nil
+	})
+}
+
+// killAndRestart kills broker id with SIGKILL and starts it again once its
+// session has ended.
+func (c *testCluster) killAndRestart(id int32) {
+	c.t.Helper()
+	c.broker(id).Kill()
+	c.waitUnregistered(id)
+	c.broker(id).Restart()
+}
+
 // running lists the ids of the brokers whose process is alive.
 func (c *testCluster) running() []int32 {
 	var ids []int32

@@ -502,12 +502,7 @@ func (c *testCluster) registrationZxid(id int32) int64 {
 // session ended), so that it can start again under the same id.
 func (r *tiRun) waitUnregistered(id int32) {
 	r.t.Helper()
-	checkFor(r.t, r.c.opts.session+10*time.Second, 25*time.Millisecond, func() error {
-		if r.c.brokerRegistered(id) {
-			return fmt.Errorf("broker %d still registered", id)
-		}
-		return nil
-	})
+	r.c.waitUnregistered(id)
 }
 
 // waitController waits until a broker other than not is the controller and

@@ -2,8 +2,9 @@
 # kbroker's whole test suite, for a developer machine or CI (as root on a
 # fresh clone it installs what is missing first):
 #
-#   1. system packages: kcat, zookeeper, python3-kafka, node (apt-get, only
-#      when absent), and kafkajs for the JavaScript tests (npm ci)
+#   1. system packages: kcat, zookeeper, python3-kafka, python3-confluent-kafka
+#      (librdkafka), node (apt-get, only when absent), and kafkajs for the
+#      JavaScript tests (npm ci)
 #   2. gofmt -l         (fails if any file needs formatting)
 #   3. go vet ./...
 #   4. unit tests       go test -race on every package but integration/
@@ -54,6 +55,7 @@ install_packages() {
 	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 	[ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 	/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
+	/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
 	command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 	if [ ${#missing[@]} -gt 0 ]; then
 		if [ "$(id -u)" -ne 0 ]; then

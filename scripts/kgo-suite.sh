@@ -20,10 +20,9 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-# Transactions are not implemented yet: TestTxnEtl retries its transactional
-# producer until the suite's timeout, so it is skipped unless KGO_SKIP says
-# otherwise (KGO_SKIP='^$' runs everything).
-skip=${KGO_SKIP:-TestTxnEtl}
+# Every test runs, the transactional ones (TestTxnEtl) included; KGO_SKIP
+# takes a -test.skip pattern to leave some out.
+skip=${KGO_SKIP:-^$}
 set +e
 (cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_RF=1 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-10000} \
 	"$work/kgo.test" -test.v -test.timeout "${KGO_TIMEOUT:-10m}" -test.skip "$skip" "$@") >"$work/kgo.out" 2>&1

@@ -12,7 +12,8 @@
 #                       -race unless KBROKER_RACE=0, runs real broker
 #                       processes and real clients)
 #   6. franz-go's own pkg/kgo test suite against a kbroker (scripts/kgo-suite.sh)
-#   7. kverify short: faults on a 3-broker cluster, checked (cmd/kverify)
+#   7. kverify short: faults on a 3-broker cluster, checked (cmd/kverify), plain
+#      and transactional (--txn)
 #   8. fuzz             FuzzParseRequest in ./protocol for $FUZZTIME
 #
 # Environment: FUZZTIME (default 20s; 0 skips the fuzz step), KBROKER_RACE
@@ -150,7 +151,7 @@ step "go vet" go vet ./...
 step "unit tests (-race)" unit_tests
 step "integration tests (-race)" integration_tests
 step "franz-go kgo suite" kgo_suite
-step "kverify short (safe, then unsafe must lose writes)" kverify_short
+step "kverify short (safe, unsafe must lose writes, transactional)" kverify_short
 step "fuzz FuzzParseRequest" fuzz
 
 echo

@@ -294,3 +294,37 @@ func TestTxnKilledProducerFencedByNewProducer(t *testing.T) {
 		t.Fatalf("last stable offset %d, high watermark %d: a transaction is still open", stable, latest)
 	}
 }
+
+// Transactions survive a kill -9 of the broker: after the restart a
+// committed transaction is still visible, the open one still holds the
+// last stable offset (producer state rebuilt from the log), and the
+// coordinator, reloaded from __transaction_state, aborts it after its
+// timeout.
+func TestTxnSurviveBrokerKill(t *testing.T) {
+	b := StartBroker(t, "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
+	topic := "txn-restart"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	committed := txnProduce(t, []string{b.Addr()}, "tx-before", topic, 1, 5) // offsets 0-4, marker 5
+	const timeout = 4 * time.Second
+	hung := startHungProducer(t, b.Addr(), topic, "tx-open", 10, timeout) // offsets 6-15
+	b.Kill()
+	if err := hung.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	if stable, latest := stableAndLatest(t, b, topic); stable != 6 || latest != 16 {
+		t.Fatalf("after restart: last stable offset %d, high watermark %d; want 6 (the open transaction) and 16", stable, latest)
+	}
+	checkFor(t, timeout+20*time.Second, 50*time.Millisecond, func() error {
+		if stable, latest := stableAndLatest(t, b, topic); stable != latest || latest != 17 {
+			return fmt.Errorf("last stable offset %d, high watermark %d; want both 17 (abort marker)", stable, latest)
+		}
+		return nil
+	})
+	after := txnProduce(t, []string{b.Addr()}, "tx-after", topic, 1, 5)
+	want := append(committed, after...)
+	if got := consumeValues(t, []string{b.Addr()}, topic, kgo.ReadCommitted(), len(want)); !slices.Equal(got, want) {
+		t.Fatalf("read_committed after restart: %q, want %q", got, want)
+	}
+}

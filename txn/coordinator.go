@@ -52,6 +52,13 @@ type Config struct {
 	// WriteTimeout bounds one acks=all write to __transaction_state
 	// (Kafka uses request.timeout.ms, 30 s).
 	WriteTimeout time.Duration
+	// SnapshotBytes bounds __transaction_state without log compaction:
+	// once more than max(SnapshotBytes, size of the last snapshot) bytes
+	// were written to a partition since its last snapshot, the
+	// coordinator writes the live state of every id again and moves the
+	// log start past everything older (snapshot.go). 0 means 16 MiB;
+	// negative disables.
+	SnapshotBytes int64
 }
 
 func (c *Config) defaults() {
@@ -76,6 +83,9 @@ func (c *Config) defaults() {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 30 * time.Second
 	}
+	if c.SnapshotBytes == 0 {
+		c.SnapshotBytes = 16 << 20
+	}
 }
 
 // Log is how the coordinator stores and loads its records in
@@ -90,6 +100,10 @@ type Log interface {
 	// ReadAll calls fn with every batch of the partition from its log
 	// start, in order.
 	ReadAll(ctx context.Context, partition int32, fn func(batch []byte) error) error
+	// DeleteBefore raises the partition's log start offset to offset (a
+	// committed offset returned by Append): ReadAll no longer returns the
+	// records before it.
+	DeleteBefore(ctx context.Context, partition int32, offset int64) error
 }
 
 // ErrClosed is returned by BecomeLeader after Close.
@@ -135,6 +149,11 @@ type partitionState struct {
 	// marker writes and completions of this tenure stop with it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// sinceSnapshot counts the bytes written since the last snapshot (or
+	// the load), lastSnapshot the size of that snapshot; snapshotting is
+	// set while one is being written.
+	sinceSnapshot, lastSnapshot int64
+	snapshotting                bool
 }
 
 // entry is one transactional id's metadata and its transition in flight.
@@ -144,6 +163,10 @@ type entry struct {
 	// when idle. While set, other transitions answer
 	// CONCURRENT_TRANSACTIONS.
 	pending State
+	// logged: meta is in the log (loaded, or written since). A new id's
+	// entry exists before its first write (Kafka's
+	// putTransactionStateIfNotExists); snapshots leave it out until then.
+	logged bool
 }
 
 // New returns a coordinator that owns no partition yet. producers allocates
@@ -251,7 +274,7 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, p int32, epoch int32) er
 	ps.loading = false
 	completing := 0
 	for id, m := range txns {
-		e := &entry{meta: m, pending: none}
+		e := &entry{meta: m, pending: none, logged: true}
 		ps.txns[id] = e
 		if m.State == PrepareCommit || m.State == PrepareAbort {
 			c.completeLocked(ps, id, e)
@@ -343,22 +366,25 @@ func (c *Coordinator) partitionLocked(id string) (*partitionState, error) {
 // are cleared unless keepPending (a completion that will be retried).
 func (c *Coordinator) write(ctx context.Context, ps *partitionState, next []Metadata, keepPending bool, then func(e *entry)) error {
 	wmu := c.writeMuFor(ps.partition)
+	// writeMu is held shared until the write is applied, so a snapshot
+	// (which holds it exclusively) sees every appended state applied.
 	wmu.RLock()
+	defer wmu.RUnlock()
 	c.mu.Lock()
 	current := c.partitions[ps.partition] == ps
 	c.mu.Unlock()
 	var err error
+	batch := buildBatch(next, c.nowMs())
 	if !current {
 		err = kerr.NotCoordinator
 	} else {
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
-		_, err = c.log.Append(wctx, ps.partition, buildBatch(next, c.nowMs()))
+		_, err = c.log.Append(wctx, ps.partition, batch)
 		cancel()
 		if err != nil {
 			err = appendError(err)
 		}
 	}
-	wmu.RUnlock()
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -383,9 +409,14 @@ func (c *Coordinator) write(ctx context.Context, ps *partitionState, next []Meta
 			continue
 		}
 		e.meta = m
+		e.logged = true
 		if then != nil {
 			then(e)
 		}
+	}
+	if err == nil {
+		ps.sinceSnapshot += int64(len(batch))
+		c.maybeSnapshotLocked(ps)
 	}
 	return err
 }

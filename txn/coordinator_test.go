@@ -20,12 +20,13 @@ import (
 type memLog struct {
 	mu          sync.Mutex
 	batches     map[int32][][]byte
+	start       map[int32]int64 // offset (batch number) of batches[p][0]
 	failNext    error
 	readGate    chan struct{}
 	readStarted chan struct{}
 }
 
-func newMemLog() *memLog { return &memLog{batches: map[int32][][]byte{}} }
+func newMemLog() *memLog { return &memLog{batches: map[int32][][]byte{}, start: map[int32]int64{}} }
 
 func (l *memLog) Append(ctx context.Context, p int32, batch []byte) (int64, error) {
 	l.mu.Lock()
@@ -35,7 +36,17 @@ func (l *memLog) Append(ctx context.Context, p int32, batch []byte) (int64, erro
 		return -1, err
 	}
 	l.batches[p] = append(l.batches[p], append([]byte(nil), batch...))
-	return int64(len(l.batches[p]) - 1), nil
+	return l.start[p] + int64(len(l.batches[p])-1), nil
+}
+
+func (l *memLog) DeleteBefore(_ context.Context, p int32, offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if drop := offset - l.start[p]; drop > 0 {
+		l.batches[p] = l.batches[p][drop:]
+		l.start[p] = offset
+	}
+	return nil
 }
 
 func (l *memLog) ReadAll(ctx context.Context, p int32, fn func([]byte) error) error {
@@ -143,6 +154,12 @@ const coordinatorEpoch = 5
 
 func newHarness(t *testing.T, log *memLog) *harness {
 	t.Helper()
+	return newHarnessWith(t, log, func(*Config) {})
+}
+
+// newHarnessWith is newHarness with the test config changed by tune.
+func newHarnessWith(t *testing.T, log *memLog, tune func(*Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, log: log, markers: &memMarkers{}, clock: &fakeClock{now: time.UnixMilli(1_000_000)}, nextPID: 1000}
 	var pidMu sync.Mutex
 	alloc := func() (int64, error) {
@@ -153,6 +170,7 @@ func newHarness(t *testing.T, log *memLog) *harness {
 	}
 	cfg := Config{NumPartitions: testParts, MaxTimeout: time.Hour, IDExpiration: 24 * time.Hour,
 		AbortInterval: -1, ExpireInterval: -1, RetryBackoff: time.Millisecond}
+	tune(&cfg)
 	h.c = New(cfg, log, h.markers, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.c.now = h.clock.Now
 	t.Cleanup(h.c.Close)

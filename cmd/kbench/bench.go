@@ -49,6 +49,42 @@ type workload struct {
 	pool  *valuePool
 	log   io.Writer
 	label string
+	// cpu, when the broker is a process kbench started, returns the CPU
+	// time (user + system) it has used so far; the produce and consume
+	// phases are charged the difference across them.
+	cpu func() (time.Duration, error)
+}
+
+// cpuMark is the broker CPU time at the start of a phase (ok false when it
+// is unknown).
+type cpuMark struct {
+	at time.Duration
+	ok bool
+}
+
+func (w *workload) cpuMark() cpuMark {
+	if w.cpu == nil {
+		return cpuMark{}
+	}
+	at, err := w.cpu()
+	if err != nil {
+		w.logf("broker CPU time: %v", err)
+		return cpuMark{}
+	}
+	return cpuMark{at: at, ok: true}
+}
+
+// cpuPerGB returns the broker CPU seconds spent since m per GB (1e9 bytes)
+// of record values moved, or 0 when unknown.
+func (w *workload) cpuPerGB(m cpuMark, bytes int) float64 {
+	if !m.ok || bytes <= 0 {
+		return 0
+	}
+	now := w.cpuMark()
+	if !now.ok {
+		return 0
+	}
+	return (now.at - m.at).Seconds() / (float64(bytes) / 1e9)
 }
 
 func (w *workload) logf(format string, args ...any) {
@@ -58,6 +94,9 @@ func (w *workload) logf(format string, args ...any) {
 func (w *workload) run(ctx context.Context, seeds []string, topic string, r *result) error {
 	cfg := w.cfg
 	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, cfg.producerOpts()...)
+	if cfg.txnRecords > 0 {
+		opts = append(opts, kgo.TransactionalID("kbench-"+topic))
+	}
 	prod, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("producer client: %w", err)
@@ -81,9 +120,11 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 		}()
 	}
 	// Warm up: one synchronous record loads the topic's metadata and opens
-	// the produce connection, so neither is charged to the first measured
-	// records. End offsets are taken after it, so it is not consumed.
-	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: w.pool.value(0)}).FirstErr(); err != nil {
+	// the produce connection (and, with transactions, gets the producer id
+	// and finds the transaction coordinator in a committed transaction of
+	// its own), so none of it is charged to the first measured records.
+	// End offsets are taken after it, so it is not consumed.
+	if err := w.warmUp(ctx, prod, topic); err != nil {
 		return fmt.Errorf("warm-up produce: %w", err)
 	}
 	start, err := endOffsets(ctx, adm, topic)
@@ -91,9 +132,12 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 		return err
 	}
 
-	w.logf("producing %d records of %d bytes to %q (%d partitions, acks=%s, rate=%s)",
-		cfg.records, cfg.recordSize, topic, cfg.partitions, cfg.acks, rateString(cfg.rate))
-	if err := w.produce(ctx, prod, topic, r); err != nil {
+	w.logf("producing %d records of %d bytes to %q (%d partitions, acks=%s, rate=%s, records per transaction=%d)",
+		cfg.records, cfg.recordSize, topic, cfg.partitions, cfg.acks, rateString(cfg.rate), cfg.txnRecords)
+	mark := w.cpuMark()
+	err = w.produce(ctx, prod, topic, r)
+	r.ProduceCPUPerGB = w.cpuPerGB(mark, r.Records*cfg.recordSize)
+	if err != nil {
 		return err
 	}
 	if !cfg.consume {
@@ -125,8 +169,28 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 			w.logf("acks=0: broker kept %d of %d records", want, r.Records)
 		}
 	}
-	w.logf("consuming %d records", want)
-	return w.consumeAll(ctx, seeds, topic, start, want, r)
+	w.logf("consuming %d records (%s)", want, cfg.isolation)
+	mark = w.cpuMark()
+	err = w.consumeAll(ctx, seeds, topic, start, want, r)
+	r.ConsumeCPUPerGB = w.cpuPerGB(mark, r.ConsumedBytes)
+	return err
+}
+
+// warmUp produces one record synchronously, in a transaction of its own
+// with --txn-records.
+func (w *workload) warmUp(ctx context.Context, cl *kgo.Client, topic string) error {
+	if w.cfg.txnRecords > 0 {
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: w.pool.value(0)}).FirstErr(); err != nil {
+		return err
+	}
+	if w.cfg.txnRecords > 0 {
+		return cl.EndTransaction(ctx, kgo.TryCommit)
+	}
+	return nil
 }
 
 func rateString(rate float64) string {
@@ -237,11 +301,19 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r 
 		})
 	}
 
-	if w.cfg.rate == 0 {
+	var committed time.Duration // with transactions: start to the last commit's answer
+	switch {
+	case w.cfg.txnRecords > 0:
+		if err := w.sendTransactions(ctx, cl, n, func(i int) { send(i, time.Now()) }); err != nil {
+			r.Records = int(done.Load() - failed.Load())
+			return fmt.Errorf("produce: %w", err)
+		}
+		committed = time.Since(start)
+	case w.cfg.rate == 0:
 		for i := 0; i < n && ctx.Err() == nil; i++ {
 			send(i, time.Now())
 		}
-	} else {
+	default:
 		rate := w.cfg.rate
 		interval := time.Duration(float64(time.Second) / rate)
 		tick := max(interval, 250*time.Microsecond)
@@ -281,6 +353,10 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r 
 		return fmt.Errorf("produce: only %d of %d records completed: %w", d, n, ctx.Err())
 	}
 	elapsed := time.Duration(lastAck.Load())
+	if committed > 0 {
+		// The last commit, not the last ack, ends a transactional run.
+		elapsed = committed
+	}
 	ok := make([]time.Duration, 0, n)
 	for _, l := range lats {
 		if l > 0 { // -1: failed
@@ -301,6 +377,28 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r 
 	return nil
 }
 
+// sendTransactions sends records 0..n-1 with send, cfg.txnRecords per
+// transaction: begin, send, flush (every record acknowledged), commit.
+// It returns when the last commit has been answered.
+func (w *workload) sendTransactions(ctx context.Context, cl *kgo.Client, n int, send func(i int)) error {
+	per := w.cfg.txnRecords
+	for first := 0; first < n; first += per {
+		if err := cl.BeginTransaction(); err != nil {
+			return fmt.Errorf("begin transaction at record %d: %w", first, err)
+		}
+		for i := first; i < min(first+per, n); i++ {
+			send(i)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			return fmt.Errorf("flush transaction at record %d: %w", first, err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("commit transaction at record %d: %w", first, err)
+		}
+	}
+	return nil
+}
+
 // consumeAll reads want records from the given start offsets with a direct
 // (non-group) consumer and times it from client creation to the last record.
 func (w *workload) consumeAll(ctx context.Context, seeds []string, topic string, start map[int32]int64, want int, r *result) error {
@@ -309,10 +407,14 @@ func (w *workload) consumeAll(ctx context.Context, seeds []string, topic string,
 		offsets[p] = kgo.NewOffset().At(o)
 	}
 	t0 := time.Now()
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-	)
+	}
+	if w.cfg.isolation == readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("consumer client: %w", err)
 	}
@@ -340,6 +442,7 @@ func (w *workload) consumeAll(ctx context.Context, seeds []string, topic string,
 	}
 	elapsed := last.Sub(t0)
 	r.Consumed = got
+	r.ConsumedBytes = bytes
 	r.ConsumeSecs = elapsed.Seconds()
 	if elapsed > 0 && got > 0 {
 		r.ConsumeRecS = float64(got) / elapsed.Seconds()

@@ -123,6 +123,43 @@ func parseVmHWM(r io.Reader) (int64, error) {
 	return 0, errors.New("no VmHWM in status")
 }
 
+// cpuTime returns the CPU time (user + system, every thread) the process
+// has used so far.
+func (b *brokerProc) cpuTime() (time.Duration, error) {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.proc.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(st))
+}
+
+// userHZ is the unit of the times in /proc/PID/stat: USER_HZ, 100 on every
+// Linux architecture Go supports.
+const userHZ = 100
+
+// parseStatCPU returns utime + stime (fields 14 and 15) of a /proc/PID/stat
+// line. The command name (field 2) is in parentheses and may hold spaces and
+// parentheses itself, so the fields are counted from the last ')'.
+func parseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc stat %q", stat)
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat %q", stat)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
 func (b *brokerProc) alive() bool { return b.proc.Running() }
 
 // stop terminates the process (SIGTERM, then SIGKILL after 5s) and removes

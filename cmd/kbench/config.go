@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +37,25 @@ type config struct {
 	timeout      time.Duration // per workload run (produce + consume)
 	startTimeout time.Duration // how long a started kbroker may take to answer
 	brokerArgs   []string      // --kbroker-arg: extra args for the kbroker binary
+	txnRecords   int           // --txn-records: records per transaction, 0 = no transactions
+	isolation    string        // --isolation: the consumer's read_uncommitted or read_committed
+	// variant is --vs-variant: the same workload, against the same kind of
+	// target, with these flags applied on top (nil without it).
+	variant *config
+	// variantArgs are the flags of --vs-variant, split on white space.
+	variantArgs []string
 }
+
+// Isolation levels for --isolation.
+const (
+	readUncommitted = "read_uncommitted"
+	readCommitted   = "read_committed"
+)
+
+// variantForbidden are the flags a --vs-variant may not set: the variant
+// runs against the same target, as many times, in the same report.
+var variantForbidden = []string{"brokers", "kfake", "instant", "serve-instant", "kbroker", "kbroker-arg",
+	"vs-kfake", "vs-variant", "runs", "json"}
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -47,20 +66,65 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // parseFlags parses args (without the program name) into a validated config.
 // It is pure apart from writing usage/errors to out.
 func parseFlags(args []string, out io.Writer) (*config, error) {
+	c, err := parseOne(args, out)
+	if err != nil || c.variantArgs == nil {
+		return c, err
+	}
+	// The variant is the same command line with its flags appended, so
+	// that they override; first check which flags it sets on its own.
+	fs, _ := newFlagSet(out)
+	if err := fs.Parse(c.variantArgs); err != nil {
+		return nil, fmt.Errorf("--vs-variant: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("--vs-variant: unexpected arguments: %q", fs.Args())
+	}
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(variantForbidden, f.Name) {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("--vs-variant may not set %s (the variant runs against the same target, in the same report)", strings.Join(bad, ", "))
+	}
+	if len(c.variantArgs) == 0 {
+		return nil, errors.New("--vs-variant: no flags given")
+	}
+	if c.vsKfake {
+		return nil, errors.New("--vs-variant and --vs-kfake are mutually exclusive")
+	}
+	v, err := parseOne(append(slices.Clone(args), c.variantArgs...), out)
+	if err != nil {
+		return nil, fmt.Errorf("--vs-variant: %w", err)
+	}
+	v.variantArgs = nil
+	c.variant = v
+	return c, nil
+}
+
+// flagValues is where kbench's flags land: the config itself and the raw
+// values that parseOne turns into config fields.
+type flagValues struct {
+	c          config
+	brokers    string
+	idempotent bool
+	brokerArgs stringList
+	variant    string
+}
+
+// newFlagSet defines kbench's flags over a fresh flagValues.
+func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs := flag.NewFlagSet("kbench", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var (
-		c          config
-		brokers    string
-		idempotent bool
-		brokerArgs stringList
-	)
-	fs.StringVar(&brokers, "brokers", "", "comma separated seed brokers of a running cluster (host:port[,host:port...])")
+	v := &flagValues{}
+	c := &v.c
+	fs.StringVar(&v.brokers, "brokers", "", "comma separated seed brokers of a running cluster (host:port[,host:port...])")
 	fs.BoolVar(&c.kfake, "kfake", false, "run against an in-process franz-go kfake cluster (1 broker)")
 	fs.BoolVar(&c.instant, "instant", false, "run against a stand-in broker process that answers every fetch at once from memory: the consumer's own ceiling (consume only)")
 	fs.StringVar(&c.serveInstant, "serve-instant", "", "internal: be the --instant stand-in, listening on this address")
 	fs.StringVar(&c.kbrokerPath, "kbroker", "", "path of a kbroker binary to start (per run) on a free 127.0.0.1 port with a temp data dir")
-	fs.Var(&brokerArgs, "kbroker-arg", "extra argument passed to the --kbroker binary (repeatable)")
+	fs.Var(&v.brokerArgs, "kbroker-arg", "extra argument passed to the --kbroker binary (repeatable)")
 	fs.BoolVar(&c.vsKfake, "vs-kfake", false, "also run the same workload against kfake and print ratios target/kfake")
 	fs.IntVar(&c.runs, "runs", 1, "number of runs per target (order alternates with --vs-kfake); medians are reported")
 	fs.StringVar(&c.topic, "topic", "", "topic to use (default: a fresh unique name per run)")
@@ -71,13 +135,23 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.acks, "acks", "1", "required acks: all, 1 or 0")
 	fs.StringVar(&c.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4, zstd")
 	fs.Float64Var(&c.rate, "rate", 0, "offered load in records/s (0 = as fast as possible); latency is measured from the scheduled send time")
-	fs.BoolVar(&idempotent, "idempotent", false, "idempotent producer (requires --acks all; default true with --acks all, false otherwise)")
+	fs.BoolVar(&v.idempotent, "idempotent", false, "idempotent producer (requires --acks all; default true with --acks all, false otherwise)")
 	fs.DurationVar(&c.linger, "linger", 0, "producer linger (kgo ProducerLinger)")
 	fs.IntVar(&c.batchMax, "batch-max-bytes", 1000012, "producer max batch bytes (kgo ProducerBatchMaxBytes)")
 	fs.BoolVar(&c.consume, "consume", true, "after producing, consume all records from the start with a direct consumer")
 	fs.BoolVar(&c.json, "json", false, "print machine-readable JSON instead of a table")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "bound on each workload run (topic creation + produce + consume)")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long a started --kbroker may take to answer")
+	fs.IntVar(&c.txnRecords, "txn-records", 0, "records per transaction with a transactional producer (begin, produce N, flush, commit; the produce time includes every commit); 0 = no transactions; requires --acks all and idempotence")
+	fs.StringVar(&c.isolation, "isolation", readUncommitted, "the consumer's isolation level: read_uncommitted or read_committed")
+	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0"; split on spaces), alternating, and print ratios primary/variant`)
+	return fs, v
+}
+
+// parseOne parses one command line into a validated config, leaving the
+// --vs-variant flags unparsed in variantArgs.
+func parseOne(args []string, out io.Writer) (*config, error) {
+	fs, v := newFlagSet(out)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -87,8 +161,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	if brokers != "" {
-		for _, b := range strings.Split(brokers, ",") {
+	c := &v.c
+	if v.brokers != "" {
+		for _, b := range strings.Split(v.brokers, ",") {
 			if b = strings.TrimSpace(b); b != "" {
 				c.brokers = append(c.brokers, b)
 			}
@@ -97,16 +172,22 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 			return nil, errors.New("--brokers: no broker given")
 		}
 	}
-	c.brokerArgs = brokerArgs
+	c.brokerArgs = v.brokerArgs
 	if set["idempotent"] {
-		c.idempotent = idempotent
+		c.idempotent = v.idempotent
 	} else {
 		c.idempotent = c.acks == "all" || c.acks == "-1"
+	}
+	if set["vs-variant"] {
+		c.variantArgs = strings.Fields(v.variant)
+		if c.variantArgs == nil {
+			c.variantArgs = []string{}
+		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &c, nil
+	return c, nil
 }
 
 // validate checks the config for consistency.
@@ -135,6 +216,8 @@ func (c *config) validate() error {
 		return errors.New("--vs-kfake needs --brokers or --kbroker as the other target")
 	case len(c.brokerArgs) > 0 && c.kbrokerPath == "":
 		return errors.New("--kbroker-arg needs --kbroker")
+	case c.variantArgs != nil && c.instant:
+		return errors.New("--vs-variant needs a target that is produced to (not --instant)")
 	}
 	if c.runs < 1 {
 		return fmt.Errorf("--runs must be >= 1, got %d", c.runs)
@@ -181,6 +264,23 @@ func (c *config) validate() error {
 	}
 	if c.startTimeout <= 0 {
 		return fmt.Errorf("--start-timeout must be > 0, got %v", c.startTimeout)
+	}
+	if c.txnRecords < 0 {
+		return fmt.Errorf("--txn-records must be >= 0, got %d", c.txnRecords)
+	}
+	if c.txnRecords > 0 && !c.idempotent {
+		return errors.New("--txn-records needs an idempotent producer (--acks all)")
+	}
+	if c.txnRecords > 0 && c.rate > 0 {
+		return errors.New("--txn-records and --rate cannot be combined (a transaction's records are sent as fast as possible)")
+	}
+	if c.txnRecords > 0 && c.instant {
+		return errors.New("--txn-records needs a target that is produced to (not --instant)")
+	}
+	switch c.isolation {
+	case readUncommitted, readCommitted:
+	default:
+		return fmt.Errorf("--isolation must be %s or %s, got %q", readUncommitted, readCommitted, c.isolation)
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func TestWriteTable(t *testing.T) {
 		{Target: "kbroker", ProduceRecS: 123456, LatP50ms: 1.5, PeakRSSMiB: 42},
 		{Target: "kfake", Error: "nope"},
 	}
-	if err := writeTable(&buf, rows, "kbroker/kfake", map[string]float64{"prod rec/s": 1.25}); err != nil {
+	if err := writeTable(&buf, rows, []ratioRow{{"kbroker/kfake", map[string]float64{"prod rec/s": 1.25}}}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -161,6 +161,24 @@ func TestParseFlags(t *testing.T) {
 		}},
 		{[]string{"--kfake", "--rate", "20000", "--consume=false", "--linger", "5ms", "--compression", "zstd"}, func(c *config) bool {
 			return c.rate == 20000 && !c.consume && c.linger == 5*time.Millisecond && c.compression == "zstd"
+		}},
+		{[]string{"--kfake"}, func(c *config) bool {
+			return c.txnRecords == 0 && c.isolation == readUncommitted && c.variant == nil && c.variantArgs == nil
+		}},
+		{[]string{"--kfake", "--acks", "all", "--txn-records", "100", "--isolation", "read_committed"}, func(c *config) bool {
+			return c.txnRecords == 100 && c.isolation == readCommitted && c.idempotent
+		}},
+		// The variant is the same command line with its flags on top.
+		{[]string{"--kbroker", "/bin/kbroker", "--kbroker-arg", "x", "--acks", "all", "--txn-records", "100", "--records", "5000",
+			"--vs-variant", " --txn-records 0  --isolation read_committed"}, func(c *config) bool {
+			v := c.variant
+			return c.txnRecords == 100 && c.isolation == readUncommitted && strings.Join(c.variantArgs, "|") == "--txn-records|0|--isolation|read_committed" &&
+				v != nil && v.txnRecords == 0 && v.isolation == readCommitted && v.records == 5000 && v.acks == "all" &&
+				v.idempotent && v.kbrokerPath == "/bin/kbroker" && len(v.brokerArgs) == 1 && v.variant == nil && v.variantArgs == nil
+		}},
+		// A variant may undo the idempotence that --acks all implied.
+		{[]string{"--brokers", "a:1", "--acks", "all", "--vs-variant", "--acks 1"}, func(c *config) bool {
+			return c.idempotent && c.variant.acks == "1" && !c.variant.idempotent
 		}},
 	}
 	for _, c := range ok {
@@ -198,11 +216,58 @@ func TestParseFlags(t *testing.T) {
 		{"--kfake", "--record-size", "2000", "--batch-max-bytes", "1000"},
 		{"--kfake", "extra"},
 		{"--nope"},
+		{"--kfake", "--txn-records", "100"}, // needs idempotence
+		{"--kfake", "--acks", "all", "--idempotent=false", "--txn-records", "10"}, // needs idempotence
+		{"--kfake", "--acks", "all", "--txn-records", "-1"},
+		{"--kfake", "--acks", "all", "--txn-records", "10", "--rate", "100"},
+		{"--kfake", "--isolation", "read_uncommited"},
+		{"--kfake", "--vs-variant", ""},                                  // no flags
+		{"--kfake", "--vs-variant", "--runs 3"},                          // same runs for both
+		{"--kfake", "--vs-variant", "--brokers a:1"},                     // same target
+		{"--kfake", "--vs-variant", "--kbroker-arg x"},                   // same target
+		{"--brokers", "a:1", "--vs-kfake", "--vs-variant", "--acks all"}, // one comparison
+		{"--kfake", "--vs-variant", "--txn-records 5"},                   // variant invalid: not idempotent
+		{"--kfake", "--vs-variant", "--nope"},
+		{"--kfake", "--vs-variant", "extra"},
+		{"--instant", "--vs-variant", "--records 5"},
 	}
 	for _, args := range bad {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%q: expected an error", args)
 		}
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	stat := "4242 (kb (x) 1) S 1 4242 4242 0 -1 4194560 2531 0 0 0 250 37 0 0 20 0 12 0 1000 800000 5000 18446744073709551615\n"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 2870*time.Millisecond {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "4242 kbroker S 1", "4242 (k) S 1 2 3", "4242 (k) S 1 4242 4242 0 -1 4194560 2531 0 0 0 x 37 0"} {
+		if _, err := parseStatCPU(bad); err == nil {
+			t.Errorf("%q: expected an error", bad)
+		}
+	}
+}
+
+func TestPairedRatios(t *testing.T) {
+	a := []result{{Run: 1, ProduceRecS: 10, ConsumeRecS: 9}, {Run: 2, ProduceRecS: 30}, {Run: 3, ProduceRecS: 20, ConsumeRecS: 8}, {Run: 4, ProduceRecS: 5}}
+	b := []result{{ProduceRecS: 100, ConsumeRecS: 10}, {Error: "x"}, {ProduceRecS: 40, ConsumeRecS: 10}, {ProduceRecS: 10}}
+	pairs, med := pairedRatios(a, b)
+	// Run 2 failed on one side: no pair. Consume is known in two pairs.
+	if len(pairs) == 3 && pairs[1].Run != 3 {
+		t.Fatalf("pairs = %v", pairs)
+	}
+	if len(pairs) != 3 || pairs[0].Ratio["prod rec/s"] != 0.1 || pairs[1].Ratio["prod rec/s"] != 0.5 {
+		t.Fatalf("pairs = %v", pairs)
+	}
+	if med["prod rec/s"] != 0.5 || math.Abs(med["cons rec/s"]-0.85) > 1e-9 {
+		t.Fatalf("median = %v", med)
+	}
+	if pairs, med := pairedRatios(a[1:2], b[1:2]); pairs != nil || med != nil {
+		t.Fatalf("no pair: %v %v", pairs, med)
 	}
 }
 
@@ -245,6 +310,7 @@ func TestKfakeSmoke(t *testing.T) {
 	for _, args := range [][]string{
 		{"--kfake", "--records", "3000", "--record-size", "100", "--timeout", "30s"},
 		{"--kfake", "--records", "500", "--record-size", "10", "--rate", "5000", "--acks", "all", "--compression", "lz4", "--timeout", "30s"},
+		{"--kfake", "--records", "1050", "--record-size", "100", "--acks", "all", "--txn-records", "100", "--isolation", "read_committed", "--timeout", "30s"},
 	} {
 		cfg, err := parseFlags(args, io.Discard)
 		if err != nil {
@@ -261,6 +327,9 @@ func TestKfakeSmoke(t *testing.T) {
 		if s.Records != cfg.records || s.Consumed != cfg.records || s.ProduceRecS <= 0 || s.ConsumeRecS <= 0 ||
 			s.LatP50ms <= 0 || s.LatP50ms > s.LatP99ms || s.LatP99ms > s.LatP999ms || math.IsNaN(s.ProduceMBs) {
 			t.Fatalf("%q: implausible summary %+v", args, s)
+		}
+		if cfg.txnRecords > 0 && (s.LatMaxms <= 0 || s.ProduceSecs <= 0) {
+			t.Fatalf("%q: implausible transactional produce %+v", args, s)
 		}
 		if cfg.rate > 0 && (s.ProduceRecS > cfg.rate*1.5 || s.OfferedRate != cfg.rate) {
 			t.Fatalf("%q: rate %v not respected (offered %v)", args, s.ProduceRecS, s.OfferedRate)
@@ -368,6 +437,46 @@ func TestKbrokerProcess(t *testing.T) {
 	}
 	if _, ok := rep.Ratio["prod rec/s"]; !ok {
 		t.Fatalf("ratio %v", rep.Ratio)
+	}
+
+	// The broker's CPU time is read from /proc (a few ms here: below its
+	// 10 ms resolution, so the per-GB figures above may be unknown).
+	b, err := startKbroker(context.Background(), os.Args[0], nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, err := b.cpuTime()
+	b.stop()
+	if err != nil || cpu < 0 {
+		t.Fatalf("broker CPU time %v, %v", cpu, err)
+	}
+
+	// A variant of the workload against the same kind of target: both
+	// arms start their own broker, alternating.
+	cfg, err = parseFlags([]string{"--kbroker", os.Args[0], "--records", "300", "--record-size", "100", "--acks", "all",
+		"--txn-records", "50", "--isolation", "read_committed", "--runs", "2",
+		"--vs-variant", "--txn-records 0 --isolation read_uncommitted", "--timeout", "30s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = runAll(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const variant = "kbroker --txn-records 0 --isolation read_uncommitted"
+	if rep.failed() || len(rep.Summary) != 2 || len(rep.Runs) != 4 || rep.Runs[1].Target != variant || rep.Runs[2].Target != variant ||
+		rep.RatioName != "kbroker/variant" || len(rep.PairedRatios) != 2 || rep.PairedRatio["prod rec/s"] <= 0 {
+		t.Fatalf("variant report %+v", rep)
+	}
+	for _, s := range rep.Summary {
+		if s.Records != 300 || s.Consumed != 300 || s.PeakRSSMiB <= 0 {
+			t.Fatalf("variant summary %+v", s)
+		}
+	}
+	var buf bytes.Buffer
+	if err := rep.writeText(&buf); err != nil || !strings.Contains(buf.String(), "median of 2 paired runs") ||
+		!strings.Contains(buf.String(), "variant: --txn-records 0") || !strings.Contains(buf.String(), "kbroker/variant #2") {
+		t.Fatalf("text output %q, %v", buf.String(), err)
 	}
 
 	// A binary that exits at once is reported, not waited for.

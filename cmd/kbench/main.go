@@ -70,12 +70,18 @@ func main() {
 
 // report is everything kbench measured in one invocation.
 type report struct {
-	Config    map[string]any     `json:"config"`
-	Runs      []result           `json:"runs"`
-	Summary   []result           `json:"summary"`
-	RatioName string             `json:"ratio_name,omitempty"`
-	Ratio     map[string]float64 `json:"ratio,omitempty"`
-	showRuns  bool
+	Config    map[string]any `json:"config"`
+	Runs      []result       `json:"runs"`
+	Summary   []result       `json:"summary"`
+	RatioName string         `json:"ratio_name,omitempty"`
+	// Ratio is the first arm's medians over the second's, metric by metric.
+	Ratio map[string]float64 `json:"ratio,omitempty"`
+	// PairedRatios are the two arms' ratios in each run where both
+	// succeeded (in run order), and PairedRatio their median, metric by
+	// metric: on a noisy machine, the steadier figure.
+	PairedRatios []pairedRatio      `json:"paired_ratios,omitempty"`
+	PairedRatio  map[string]float64 `json:"paired_ratio_median,omitempty"`
+	showRuns     bool
 }
 
 func (r *report) failed() bool {
@@ -94,10 +100,13 @@ func (r *report) writeJSON(w io.Writer) error {
 }
 
 func (r *report) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, loadavg %v\n",
+	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, loadavg %v\n",
 		r.Config["records"], r.Config["record_size"], r.Config["partitions"], r.Config["replication_factor"],
 		r.Config["acks"], r.Config["compression"], r.Config["rate"], r.Config["idempotent"],
-		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["loadavg"])
+		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["loadavg"])
+	if v, ok := r.Config["vs_variant"]; ok {
+		fmt.Fprintf(w, "kbench: variant: %v\n", v)
+	}
 	rows := r.Summary
 	if r.showRuns {
 		rows = append(append([]result{}, r.Runs...), r.Summary...)
@@ -107,14 +116,19 @@ func (r *report) writeText(w io.Writer) error {
 			rows[i].Target = fmt.Sprintf("%s #%d", rows[i].Target, rows[i].Run)
 		}
 	}
-	var ratio map[string]float64
+	var ratios []ratioRow
 	if r.RatioName != "" {
-		ratio = r.Ratio
-		if ratio == nil {
-			ratio = map[string]float64{}
+		ratios = append(ratios, ratioRow{r.RatioName, r.Ratio})
+		if r.showRuns {
+			for _, p := range r.PairedRatios {
+				ratios = append(ratios, ratioRow{fmt.Sprintf("%s #%d", r.RatioName, p.Run), p.Ratio})
+			}
+		}
+		if len(r.PairedRatios) > 1 {
+			ratios = append(ratios, ratioRow{fmt.Sprintf("%s (median of %d paired runs)", r.RatioName, len(r.PairedRatios)), r.PairedRatio})
 		}
 	}
-	return writeTable(w, rows, r.RatioName, ratio)
+	return writeTable(w, rows, ratios)
 }
 
 type targetKind string
@@ -143,7 +157,7 @@ func (c *config) summary() map[string]any {
 	if c.rate > 0 {
 		rate = fmt.Sprintf("%g/s", c.rate)
 	}
-	return map[string]any{
+	m := map[string]any{
 		"records":            c.records,
 		"record_size":        c.recordSize,
 		"partitions":         c.partitions,
@@ -156,9 +170,15 @@ func (c *config) summary() map[string]any {
 		"batch_max_bytes":    c.batchMax,
 		"consume":            c.consume,
 		"runs":               c.runs,
+		"txn_records":        c.txnRecords,
+		"isolation":          c.isolation,
 		"gomaxprocs":         runtime.GOMAXPROCS(0),
 		"loadavg":            loadavg(),
 	}
+	if c.variantArgs != nil {
+		m["vs_variant"] = strings.Join(c.variantArgs, " ")
+	}
+	return m
 }
 
 // loadavg returns the 1, 5 and 15 minute load averages from /proc/loadavg
@@ -175,58 +195,80 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// runAll runs the workload cfg.runs times against the primary target (and
-// kfake with --vs-kfake, alternating which goes first) and aggregates.
+// arm is one side of a comparison: a kind of target and the workload
+// configuration run against it.
+type arm struct {
+	name string
+	kind targetKind
+	cfg  *config
+}
+
+// arms returns what each run measures: the primary target, then kfake
+// (--vs-kfake) or the variant (--vs-variant) when asked.
+func (c *config) arms() []arm {
+	primary := c.primary()
+	out := []arm{{name: string(primary), kind: primary, cfg: c}}
+	switch {
+	case c.vsKfake:
+		out = append(out, arm{name: string(kindKfake), kind: kindKfake, cfg: c})
+	case c.variant != nil:
+		out = append(out, arm{name: string(primary) + " " + strings.Join(c.variantArgs, " "), kind: primary, cfg: c.variant})
+	}
+	return out
+}
+
+// runAll runs the workload cfg.runs times against each arm (the second
+// arm, if any, alternating which goes first) and aggregates.
 func runAll(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 	pool, err := newValuePool(cfg.recordSize)
 	if err != nil {
 		return nil, err
 	}
-	primary := cfg.primary()
+	arms := cfg.arms()
 	rep := &report{Config: cfg.summary(), showRuns: cfg.runs > 1}
-	byTarget := map[targetKind][]result{}
+	byArm := make([][]result, len(arms))
 	for run := 1; run <= cfg.runs; run++ {
-		order := []targetKind{primary}
-		if cfg.vsKfake {
-			order = append(order, kindKfake)
+		order := []int{0}
+		if len(arms) == 2 {
+			order = append(order, 1)
 			if run%2 == 0 {
 				order[0], order[1] = order[1], order[0]
 			}
 		}
-		for _, kind := range order {
+		for _, i := range order {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			res := runOnce(ctx, cfg, pool, kind, run, log)
+			res := runOnce(ctx, arms[i], pool, run, log)
 			if res.Error != "" {
-				fmt.Fprintf(log, "kbench: %s run %d: %s\n", kind, run, res.Error)
+				fmt.Fprintf(log, "kbench: %s run %d: %s\n", arms[i].name, run, res.Error)
 			}
 			rep.Runs = append(rep.Runs, res)
-			byTarget[kind] = append(byTarget[kind], res)
+			byArm[i] = append(byArm[i], res)
 			// Don't let one run's garbage (kfake keeps every record in
 			// memory) burden the next.
 			runtime.GC()
 			debug.FreeOSMemory()
 		}
 	}
-	kinds := []targetKind{primary}
-	if cfg.vsKfake {
-		kinds = append(kinds, kindKfake)
-	}
 	var meds []result
-	for _, k := range kinds {
-		if m, ok := medianResult(string(k), byTarget[k]); ok {
+	for i, a := range arms {
+		if m, ok := medianResult(a.name, byArm[i]); ok {
 			rep.Summary = append(rep.Summary, m)
 			meds = append(meds, m)
 		} else {
-			rep.Summary = append(rep.Summary, result{Target: string(k), Error: "no successful run"})
+			rep.Summary = append(rep.Summary, result{Target: a.name, Error: "no successful run"})
 		}
 	}
-	if cfg.vsKfake {
-		rep.RatioName = fmt.Sprintf("%s/kfake", primary)
+	if len(arms) == 2 {
+		rep.RatioName = fmt.Sprintf("%s/%s", arms[0].name, arms[1].kind)
+		if cfg.variant != nil {
+			rep.RatioName = arms[0].name + "/variant"
+		}
 		if len(meds) == 2 {
 			rep.Ratio = ratios(meds[0], meds[1])
 		}
+		rep.PairedRatios, rep.PairedRatio = pairedRatios(byArm[0], byArm[1])
 	}
 	return rep, nil
 }
@@ -238,15 +280,16 @@ func uniqueTopic() string {
 }
 
 // runOnce sets up the target, runs the workload, and tears the target down.
-func runOnce(ctx context.Context, cfg *config, pool *valuePool, kind targetKind, run int, log io.Writer) result {
-	res := result{Target: string(kind), Run: run}
+func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer) result {
+	cfg, kind := a.cfg, a.kind
+	res := result{Target: a.name, Run: run}
 	topic := cfg.topic
 	if topic == "" {
 		topic = uniqueTopic()
 	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	w := &workload{cfg: cfg, pool: pool, log: log, label: fmt.Sprintf("%s run %d", kind, run)}
+	w := &workload{cfg: cfg, pool: pool, log: log, label: fmt.Sprintf("%s run %d", a.name, run)}
 
 	var seeds []string
 	var after func() // measures target-side figures after the workload
@@ -289,6 +332,7 @@ func runOnce(ctx context.Context, cfg *config, pool *valuePool, kind targetKind,
 		}
 		defer b.stop()
 		seeds = []string{b.addr}
+		w.cpu = b.cpuTime
 		res.StartupMs = ms(b.startup)
 		w.logf("started %s on %s in %.1f ms", cfg.kbrokerPath, b.addr, res.StartupMs)
 		after = func() {

@@ -26,10 +26,17 @@ type result struct {
 	LatP999ms     float64 `json:"latency_p999_ms"`
 	LatMaxms      float64 `json:"latency_max_ms"`
 
-	Consumed    int     `json:"consumed,omitempty"`
-	ConsumeSecs float64 `json:"consume_seconds,omitempty"`
-	ConsumeRecS float64 `json:"consume_records_per_sec,omitempty"`
-	ConsumeMBs  float64 `json:"consume_mb_per_sec,omitempty"`
+	Consumed      int     `json:"consumed,omitempty"`
+	ConsumedBytes int     `json:"consumed_bytes,omitempty"` // record value bytes
+	ConsumeSecs   float64 `json:"consume_seconds,omitempty"`
+	ConsumeRecS   float64 `json:"consume_records_per_sec,omitempty"`
+	ConsumeMBs    float64 `json:"consume_mb_per_sec,omitempty"`
+
+	// Broker CPU seconds (user + system) per GB (1e9 bytes of record
+	// values) produced or consumed, when the broker is a process kbench
+	// started.
+	ProduceCPUPerGB float64 `json:"produce_broker_cpu_s_per_gb,omitempty"`
+	ConsumeCPUPerGB float64 `json:"consume_broker_cpu_s_per_gb,omitempty"`
 
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"` // VmHWM of the broker process, when known
 	StartupMs  float64 `json:"startup_ms,omitempty"`   // exec to first successful request, when known
@@ -102,6 +109,8 @@ var metrics = []metric{
 	{"p99.9 ms", func(r *result) *float64 { return &r.LatP999ms }, 2},
 	{"cons rec/s", func(r *result) *float64 { return &r.ConsumeRecS }, 0},
 	{"cons MB/s", func(r *result) *float64 { return &r.ConsumeMBs }, 1},
+	{"prod cpu s/GB", func(r *result) *float64 { return &r.ProduceCPUPerGB }, 2},
+	{"cons cpu s/GB", func(r *result) *float64 { return &r.ConsumeCPUPerGB }, 2},
 	{"peak RSS MiB", func(r *result) *float64 { return &r.PeakRSSMiB }, 1},
 	{"start ms", func(r *result) *float64 { return &r.StartupMs }, 1},
 }
@@ -132,15 +141,17 @@ func medianResult(target string, runs []result) (result, bool) {
 		}
 		*mt.get(&m) = median(xs)
 	}
-	var recs, errs, cons []float64
+	var recs, errs, cons, consBytes []float64
 	for _, r := range ok {
 		recs = append(recs, float64(r.Records))
 		errs = append(errs, float64(r.ProduceErrors))
 		cons = append(cons, float64(r.Consumed))
+		consBytes = append(consBytes, float64(r.ConsumedBytes))
 	}
 	m.Records = int(median(recs))
 	m.ProduceErrors = int(median(errs))
 	m.Consumed = int(median(cons))
+	m.ConsumedBytes = int(median(consBytes))
 	m.OfferedRate = ok[0].OfferedRate
 	return m, true
 }
@@ -170,8 +181,47 @@ func fmtNum(v float64, prec int) string {
 	return fmt.Sprintf("%.*f", prec, v)
 }
 
-// writeTable prints rows (and an optional ratio row) as an aligned table.
-func writeTable(w io.Writer, rows []result, ratioName string, ratio map[string]float64) error {
+// pairedRatio is the two arms' ratios in one run.
+type pairedRatio struct {
+	Run   int                `json:"run"`
+	Ratio map[string]float64 `json:"ratio"`
+}
+
+// pairedRatios returns ratios(a[i], b[i]) for every run i in which both
+// sides succeeded, and the median of each metric over them.
+func pairedRatios(a, b []result) ([]pairedRatio, map[string]float64) {
+	var pairs []pairedRatio
+	for i := range min(len(a), len(b)) {
+		if a[i].Error == "" && b[i].Error == "" {
+			pairs = append(pairs, pairedRatio{Run: a[i].Run, Ratio: ratios(a[i], b[i])})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	med := map[string]float64{}
+	for _, mt := range metrics {
+		var xs []float64
+		for _, p := range pairs {
+			if v, ok := p.Ratio[mt.name]; ok {
+				xs = append(xs, v)
+			}
+		}
+		if len(xs) > 0 {
+			med[mt.name] = median(xs)
+		}
+	}
+	return pairs, med
+}
+
+// ratioRow is a row of ratios under the table, metric name to ratio.
+type ratioRow struct {
+	name  string
+	ratio map[string]float64
+}
+
+// writeTable prints rows (and ratio rows under them) as an aligned table.
+func writeTable(w io.Writer, rows []result, ratios []ratioRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"target"}
 	for _, mt := range metrics {
@@ -194,10 +244,10 @@ func writeTable(w io.Writer, rows []result, ratioName string, ratio map[string]f
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	if ratio != nil {
-		cells := []string{ratioName}
+	for _, rr := range ratios {
+		cells := []string{rr.name}
 		for _, mt := range metrics {
-			if v, ok := ratio[mt.name]; ok {
+			if v, ok := rr.ratio[mt.name]; ok {
 				cells = append(cells, fmt.Sprintf("%.2fx", v))
 			} else {
 				cells = append(cells, "-")

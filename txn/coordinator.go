@@ -59,6 +59,10 @@ type Config struct {
 	// log start past everything older (snapshot.go). 0 means 16 MiB;
 	// negative disables.
 	SnapshotBytes int64
+	// CompletionWait is how long a request that finds the previous
+	// transaction still completing waits for it before answering
+	// CONCURRENT_TRANSACTIONS (waitCompletion). 0 means 1 s.
+	CompletionWait time.Duration
 }
 
 func (c *Config) defaults() {
@@ -85,6 +89,9 @@ func (c *Config) defaults() {
 	}
 	if c.SnapshotBytes == 0 {
 		c.SnapshotBytes = 16 << 20
+	}
+	if c.CompletionWait <= 0 {
+		c.CompletionWait = time.Second
 	}
 }
 
@@ -163,6 +170,11 @@ type entry struct {
 	// when idle. While set, other transitions answer
 	// CONCURRENT_TRANSACTIONS.
 	pending State
+	// completed is closed when the entry's transaction completion
+	// (markers, then Complete*) ends, written or given up; nil when none
+	// was started. Requests that would answer CONCURRENT_TRANSACTIONS
+	// wait on it for a while first (waitCompletion).
+	completed chan struct{}
 	// logged: meta is in the log (loaded, or written since). A new id's
 	// entry exists before its first write (Kafka's
 	// putTransactionStateIfNotExists); snapshots leave it out until then.
@@ -450,6 +462,8 @@ func (c *Coordinator) completeLocked(ps *partitionState, id string, e *entry) {
 	if prepared.State == PrepareCommit {
 		e.pending = CompleteCommit
 	}
+	done := make(chan struct{})
+	e.completed = done
 	m := Markers{
 		ProducerID:       prepared.ProducerID,
 		ProducerEpoch:    prepared.ProducerEpoch,
@@ -460,6 +474,7 @@ func (c *Coordinator) completeLocked(ps *partitionState, id string, e *entry) {
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
+		defer close(done)
 		c.finish(ps, id, m, prepared)
 	}()
 }

@@ -169,7 +169,7 @@ func newHarnessWith(t *testing.T, log *memLog, tune func(*Config)) *harness {
 		return h.nextPID, nil
 	}
 	cfg := Config{NumPartitions: testParts, MaxTimeout: time.Hour, IDExpiration: 24 * time.Hour,
-		AbortInterval: -1, ExpireInterval: -1, RetryBackoff: time.Millisecond}
+		AbortInterval: -1, ExpireInterval: -1, RetryBackoff: time.Millisecond, CompletionWait: 5 * time.Millisecond}
 	tune(&cfg)
 	h.c = New(cfg, log, h.markers, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h.c.now = h.clock.Now
@@ -319,6 +319,37 @@ func TestInFlightEndTxnIsConcurrent(t *testing.T) {
 		t.Fatalf("after markers: %+v", m)
 	}
 	wantErr(t, "next transaction", h.add("tx", pe, tpB), nil)
+}
+
+// A request that finds the previous transaction completing waits for the
+// completion instead of answering CONCURRENT_TRANSACTIONS at once.
+func TestAddPartitionsWaitsForTheCompletion(t *testing.T) {
+	h := newHarnessWith(t, newMemLog(), func(c *Config) { c.CompletionWait = time.Minute })
+	h.leadAll()
+	pe := h.mustInit("tx")
+	wantErr(t, "add", h.add("tx", pe, tpA), nil)
+	gate := make(chan struct{})
+	h.markers.gate = gate
+	wantErr(t, "commit", h.end("tx", pe, true), nil)
+	added := make(chan error, 1)
+	go func() { added <- h.add("tx", pe, tpB) }()
+	select {
+	case err := <-added:
+		t.Fatalf("add answered %v while the markers were held", err)
+	case <-time.After(20 * time.Millisecond):
+		// Not a synchronisation: a bound on how soon a wrong answer
+		// would have come; the add must still be waiting.
+	}
+	close(gate)
+	select {
+	case err := <-added:
+		wantErr(t, "add after the completion", err, nil)
+	case <-time.After(10 * time.Second):
+		t.Fatal("add still waiting after the completion")
+	}
+	if m := h.state("tx"); m.State != Ongoing || !reflect.DeepEqual(m.Partitions, []TopicPartition{tpB}) {
+		t.Fatalf("after the add: %+v", m)
+	}
 }
 
 func TestErrorsBeforeAnyWrite(t *testing.T) {

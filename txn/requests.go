@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -122,24 +123,63 @@ func (c *Coordinator) transit(ctx context.Context, id string, plan func(cur Meta
 	if id == "" {
 		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
 	}
-	c.mu.Lock()
-	ps, e, err := c.entryLocked(id)
-	if err != nil {
+	// A real-time bound (not c.now, which tests move by hand).
+	waitUntil := time.Now().Add(c.cfg.CompletionWait)
+	var waited chan struct{}
+	for {
+		c.mu.Lock()
+		ps, e, err := c.entryLocked(id)
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		next, write, err := plan(e.meta, e.pending != none, c.nowMs())
+		if errors.Is(err, kerr.ConcurrentTransactions) && e.completed != nil && e.completed != waited {
+			// Each completion is waited for once: one that ended without
+			// clearing the entry (given up) answers at once next time.
+			waited = e.completed
+			c.mu.Unlock()
+			if waitCompletion(ctx, waited, waitUntil) {
+				continue
+			}
+			return err
+		}
+		if err != nil || !write {
+			c.mu.Unlock()
+			return err
+		}
+		e.pending = next.State
 		c.mu.Unlock()
-		return err
+		var apply func(e *entry)
+		if then != nil {
+			apply = func(e *entry) { then(ps, e) }
+		}
+		return c.write(ctx, ps, []Metadata{next}, false, apply)
 	}
-	next, write, err := plan(e.meta, e.pending != none, c.nowMs())
-	if err != nil || !write {
-		c.mu.Unlock()
-		return err
+}
+
+// waitCompletion waits until done is closed (true), or until the wall
+// clock passes until or ctx ends (false).
+//
+// A request that finds the previous transaction still completing (its
+// markers being written) waits for it up to Config.CompletionWait before
+// answering CONCURRENT_TRANSACTIONS. Kafka answers at once and the client
+// retries after a backoff (20 ms in franz-go, and in the Java client for
+// AddPartitionsToTxn): with markers written in well under a millisecond
+// on a healthy cluster, that backoff was most of the time of a short
+// transaction. A completion stuck on an unavailable partition leader
+// still gets CONCURRENT_TRANSACTIONS, after the wait.
+func waitCompletion(ctx context.Context, done <-chan struct{}, until time.Time) bool {
+	timer := time.NewTimer(max(time.Until(until), 0))
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
 	}
-	e.pending = next.State
-	c.mu.Unlock()
-	var apply func(e *entry)
-	if then != nil {
-		apply = func(e *entry) { then(ps, e) }
-	}
-	return c.write(ctx, ps, []Metadata{next}, false, apply)
 }
 
 // VerifyPartitions answers, per partition, whether it is in the id's

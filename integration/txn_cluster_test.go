@@ -106,7 +106,6 @@ func etlWorker(ctx context.Context, t *testing.T, seeds []string, id, in, out st
 		kgo.ConsumerGroup("etl"),
 		kgo.ConsumeTopics(in),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.SessionTimeout(6*time.Second),
 		kgo.DefaultProduceTopic(out),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

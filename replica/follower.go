@@ -130,11 +130,19 @@ func (p *Partition) truncateLocked(target int64) error {
 	if err := p.log.TruncateTo(target); err != nil {
 		return fmt.Errorf("truncate %s to %d: %w", p.tp, target, err)
 	}
-	p.highWatermark = min(p.highWatermark, p.log.EndOffset())
-	// A truncation may remove markers that closed transactions, so the
-	// state is rebuilt rather than trimmed.
-	if err := p.rebuildProducersLocked(); err != nil {
-		return err
+	end := p.log.EndOffset()
+	if end >= p.highWatermark {
+		// Only uncommitted records went: the state is trimmed, as
+		// every marker removed is still known (truncateFrom).
+		p.producers.truncateFrom(end)
+		clear(p.verifying)
+	} else {
+		// Below the high watermark (an unclean election): the state is
+		// rebuilt from the log, which reads it all.
+		p.highWatermark = end
+		if err := p.rebuildProducersLocked(); err != nil {
+			return err
+		}
 	}
 	p.notifyLocked()
 	return nil
@@ -153,6 +161,7 @@ func (p *Partition) restartAt(leader leaderRef, offset int64) error {
 		return fmt.Errorf("restart %s at %d: %w", p.tp, offset, err)
 	}
 	p.producers = newProducerStates()
+	clear(p.verifying)
 	p.highWatermark = offset
 	p.notifyLocked()
 	return nil

@@ -212,6 +212,10 @@ func (p *Partition) AppendFromClient(batches [][]byte, headers []recordbatch.Hea
 type TxnVerification struct {
 	producerID int64
 	epoch      int16
+	// leaderEpoch is the partition's leader epoch when the verification
+	// started: leadership that moved away and came back (markers may have
+	// arrived by replication meanwhile) voids it.
+	leaderEpoch int32
 }
 
 // StartTxnVerification returns the guard for verifying, with the
@@ -224,15 +228,28 @@ func (p *Partition) StartTxnVerification(producerID int64, epoch int16) *TxnVeri
 	if p.producers.hasOpenTxn(producerID, epoch) {
 		return nil
 	}
-	if g, ok := p.verifying[producerID]; ok && g.epoch == epoch {
+	if g, ok := p.verifying[producerID]; ok && g.epoch == epoch && g.leaderEpoch == p.leaderEpoch {
 		return g
 	}
-	g := &TxnVerification{producerID: producerID, epoch: epoch}
+	g := &TxnVerification{producerID: producerID, epoch: epoch, leaderEpoch: p.leaderEpoch}
 	if p.verifying == nil {
 		p.verifying = make(map[int64]*TxnVerification)
 	}
 	p.verifying[producerID] = g
 	return g
+}
+
+// DropTxnVerification forgets g when its verification failed: the
+// producer's next batch starts a new one.
+func (p *Partition) DropTxnVerification(g *TxnVerification) {
+	if g == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.verifying[g.producerID] == g {
+		delete(p.verifying, g.producerID)
+	}
 }
 
 func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Header, requiredAcks int16, now time.Time, fromClient bool, verified *TxnVerification) (AppendResult, error) {
@@ -257,7 +274,7 @@ func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Heade
 			return AppendResult{}, err
 		}
 		if fromClient && h.IsTransactional() && c.duplicate == nil && !p.producers.hasOpenTxn(h.ProducerID, h.ProducerEpoch) {
-			if g := p.verifying[h.ProducerID]; verified == nil || g != verified || g.epoch != h.ProducerEpoch {
+			if g := p.verifying[h.ProducerID]; verified == nil || g != verified || g.epoch != h.ProducerEpoch || g.leaderEpoch != p.leaderEpoch {
 				return AppendResult{}, fmt.Errorf("%w: producer %d's batch is not part of a verified ongoing transaction", kerr.InvalidTxnState, h.ProducerID)
 			}
 		}
@@ -384,12 +401,8 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	}
 	st := p.stateLocked()
 	bound := st.HighWatermark
-	var aborted []AbortedTxn
 	if readCommitted {
 		bound = st.LastStableOffset
-		if offset < bound {
-			aborted = p.producers.abortedTxns(offset, bound)
-		}
 	}
 	p.mu.Unlock()
 	res := ReadResult{State: st}
@@ -399,12 +412,20 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	if offset >= bound {
 		return res, nil
 	}
-	recs, err := p.log.ReadChunks(offset, maxBytes, bound, minOneBatch, SendfileMinBytes, p.sendFiles)
+	recs, upTo, err := p.log.ReadChunksUpTo(offset, maxBytes, bound, minOneBatch, SendfileMinBytes, p.sendFiles)
 	if err != nil {
 		return res, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
 	res.Records = recs
-	res.AbortedTxns = aborted
+	if readCommitted && upTo > offset {
+		// The aborted transactions of what was read only, as Kafka's
+		// fetchUpperBoundOffset: not of everything up to the LSO, which
+		// a consumer far behind would otherwise get (and the broker
+		// search) with every fetch.
+		p.mu.Lock()
+		res.AbortedTxns = p.producers.abortedTxns(offset, upTo)
+		p.mu.Unlock()
+	}
 	return res, nil
 }
 
@@ -416,6 +437,13 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	defer p.mu.Unlock()
 	if !p.isLeader {
 		return AppendResult{}, kerr.NotLeaderForPartition
+	}
+	// Markers are written with acks=all (Kafka's appendRecordsToLeader
+	// checks min.insync.replicas before appending): a marker is never
+	// appended, and so never retried into a second copy, while it could
+	// not be confirmed.
+	if int32(len(p.isr)) < p.cfg.MinInsyncReplicas {
+		return AppendResult{}, fmt.Errorf("%w: ISR %v below min.insync.replicas %d", kerr.NotEnoughReplicas, p.isr, p.cfg.MinInsyncReplicas)
 	}
 	if err := p.producers.checkMarker(producerID, epoch, coordinatorEpoch); err != nil {
 		return AppendResult{}, err
@@ -457,6 +485,11 @@ func (p *Partition) Producers() []ProducerInfo {
 // already in the log (control is the batch's bytes when it is a control
 // batch): as follower, and while rebuilding from the log.
 func (p *Partition) applyBatchLocked(h recordbatch.Header, control []byte) {
+	if h.IsTransactional() {
+		// As Kafka's UnifiedLog.updateProducers for every origin: a
+		// transaction that opened or ended voids a verification.
+		delete(p.verifying, h.ProducerID)
+	}
 	if !h.IsControl() {
 		p.producers.update(h, logAppendTime(h))
 		return
@@ -476,6 +509,7 @@ func (p *Partition) applyBatchLocked(h recordbatch.Header, control []byte) {
 // truncation, which may have removed markers that closed transactions.
 func (p *Partition) rebuildProducersLocked() error {
 	p.producers = newProducerStates()
+	clear(p.verifying)
 	err := p.log.ScanWithControl(p.log.StartOffset(), func(h recordbatch.Header, control []byte) bool {
 		p.applyBatchLocked(h, control)
 		return true

@@ -94,21 +94,23 @@ func (s *producerStates) check(h recordbatch.Header) (seqCheck, error) {
 		return seqCheck{}, nil
 	}
 	e, ok := s.byID[h.ProducerID]
-	if ok && e.txnFirstOffset >= 0 && !h.IsTransactional() && h.ProducerEpoch == e.epoch {
-		// Kafka's ProducerAppendInfo: an open transaction takes only
-		// transactional writes until its marker.
-		return seqCheck{}, fmt.Errorf("%w: producer %d has an open transaction", kerr.InvalidTxnState, h.ProducerID)
-	}
-	if h.BaseSequence < 0 {
-		return seqCheck{}, nil
-	}
 	if !ok {
 		// Unknown producer (new, or its state expired): since KIP-360 the
 		// broker accepts any first sequence.
 		return seqCheck{}, nil
 	}
+	// As Kafka's ProducerAppendInfo: the epoch is checked for every
+	// batch, the coordinator's (sequence -1: TxnOffsetCommit) included,
+	// so a fenced producer writes nothing; then an open transaction takes
+	// only transactional writes until its marker; then sequences.
 	if h.ProducerEpoch < e.epoch {
-		return seqCheck{}, kerr.InvalidProducerEpoch
+		return seqCheck{}, fmt.Errorf("%w: producer %d at epoch %d, partition has %d", kerr.InvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+	}
+	if e.txnFirstOffset >= 0 && !h.IsTransactional() {
+		return seqCheck{}, fmt.Errorf("%w: producer %d has an open transaction", kerr.InvalidTxnState, h.ProducerID)
+	}
+	if h.BaseSequence < 0 {
+		return seqCheck{}, nil
 	}
 	if h.ProducerEpoch > e.epoch {
 		// A bumped epoch restarts sequences at zero.
@@ -270,6 +272,58 @@ func (s *producerStates) abortedTxns(from, upTo int64) []AbortedTxn {
 		}
 	}
 	return out
+}
+
+// truncateFrom forgets what the log held from offset on, when every
+// marker at or above offset is still in unreplicated, which holds when
+// offset is at or above the high watermark (markers leave unreplicated only
+// once below it). Transactions whose marker is removed are open again from
+// their first offset; those that began at or above offset are gone; cached
+// batches and aborted transactions from offset on are dropped. (A producer
+// epoch raised by a removed marker stays raised: that fences more, not
+// less, and the coordinator writes the marker again.) Below the high
+// watermark the caller rebuilds from the log instead.
+func (s *producerStates) truncateFrom(offset int64) {
+	kept := s.unreplicated[:0]
+	for _, t := range s.unreplicated {
+		if t.markerOffset < offset {
+			kept = append(kept, t)
+			continue
+		}
+		if t.firstOffset < offset {
+			e := s.entry(t.producerID, s.epochOf(t.producerID))
+			e.txnFirstOffset = t.firstOffset
+			s.open[t.producerID] = t.firstOffset
+		}
+	}
+	clear(s.unreplicated[len(kept):])
+	s.unreplicated = kept
+	i, _ := slices.BinarySearchFunc(s.aborted, offset, func(a AbortedTxn, off int64) int { return cmp.Compare(a.LastOffset, off) })
+	s.aborted = s.aborted[:i]
+	for id, e := range s.byID {
+		if e.txnFirstOffset >= offset {
+			e.txnFirstOffset = -1
+			delete(s.open, id)
+		}
+		batches := e.batches[:0]
+		for _, b := range e.batches {
+			if b.baseOffset < offset {
+				batches = append(batches, b)
+			}
+		}
+		e.batches = batches
+		if len(batches) == 0 && e.txnFirstOffset < 0 && e.coordinatorEpoch < 0 {
+			delete(s.byID, id) // known only from what was removed
+		}
+	}
+}
+
+// epochOf is the producer's current epoch, or -1 when unknown.
+func (s *producerStates) epochOf(id int64) int16 {
+	if e, ok := s.byID[id]; ok {
+		return e.epoch
+	}
+	return -1
 }
 
 // forgetBelow drops aborted transactions that end below the log start

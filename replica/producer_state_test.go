@@ -2,6 +2,8 @@ package replica
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -167,5 +169,93 @@ func TestProducerStateTransactionRules(t *testing.T) {
 	}
 	if got := s.list(); len(got) != 1 || got[0].CoordinatorEpoch != 5 || got[0].TxnStartOffset != -1 {
 		t.Fatalf("list = %+v", got)
+	}
+}
+
+// Trimming producer state at a truncation point at or above the high
+// watermark gives what rebuilding from the remaining log gives: open
+// transactions, aborted transactions, the last stable offset and the
+// cached batches (seeded random histories of three transactional
+// producers and one idempotent one).
+func TestProducerStateTruncateMatchesRebuild(t *testing.T) {
+	for seed := int64(0); seed < 2000; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		type step struct {
+			h    recordbatch.Header
+			ctrl *recordbatch.Control
+		}
+		var log []step
+		seqs := map[int64]int32{}
+		open := map[int64]bool{}
+		offset := int64(0)
+		for len(log) < 40 {
+			pid := int64(rng.IntN(4))
+			switch {
+			case pid == 3: // idempotent, no transactions
+				log = append(log, step{h: hdr(pid, 0, seqs[pid], 1, offset)})
+				seqs[pid]++
+			case open[pid] && rng.IntN(3) == 0:
+				c := abortMarker
+				if rng.IntN(2) == 0 {
+					c = commitMarker
+				}
+				log = append(log, step{h: markerHdr(pid, 0, offset), ctrl: &c})
+				open[pid] = false
+			default:
+				log = append(log, step{h: txnHdr(pid, 0, seqs[pid], 1, offset)})
+				seqs[pid]++
+				open[pid] = true
+			}
+			offset++
+		}
+		apply := func(s *producerStates, st step) {
+			if st.ctrl != nil {
+				s.completeTxn(st.h, *st.ctrl)
+			} else {
+				s.update(st.h, -1)
+			}
+		}
+		hw := int64(rng.IntN(len(log) + 1))
+		target := hw + int64(rng.IntN(len(log)-int(hw)+1))
+		trimmed := newProducerStates()
+		for i, st := range log {
+			apply(trimmed, st)
+			if i%5 == 0 { // the LSO is read now and then, pruning at hw
+				trimmed.lastStableOffset(min(hw, int64(i)+1))
+			}
+		}
+		trimmed.lastStableOffset(hw)
+		trimmed.truncateFrom(target)
+		rebuilt := newProducerStates()
+		for _, st := range log[:target] {
+			apply(rebuilt, st)
+		}
+		for _, at := range []int64{hw, target} {
+			if a, b := trimmed.lastStableOffset(at), rebuilt.lastStableOffset(at); a != b {
+				t.Fatalf("seed %d (hw %d, truncated at %d): LSO at %d: trimmed %d, rebuilt %d", seed, hw, target, at, a, b)
+			}
+		}
+		if a, b := trimmed.abortedTxns(0, 1<<40), rebuilt.abortedTxns(0, 1<<40); !slices.Equal(a, b) {
+			t.Fatalf("seed %d: aborted: trimmed %+v, rebuilt %+v", seed, a, b)
+		}
+		if a, b := fmt.Sprint(trimmed.open), fmt.Sprint(rebuilt.open); a != b {
+			t.Fatalf("seed %d: open: trimmed %s, rebuilt %s", seed, a, b)
+		}
+		// Trimming keeps what the cache of the last 5 batches still has
+		// below the cut: a suffix of what a rebuild finds, possibly none
+		// (then the producer is forgotten, as before transactions: its
+		// next batch is taken as a new producer's).
+		for id, e := range rebuilt.byID {
+			f := trimmed.byID[id]
+			if f == nil {
+				if e.txnFirstOffset >= 0 {
+					t.Fatalf("seed %d: producer %d with an open transaction forgotten", seed, id)
+				}
+				continue
+			}
+			if f.txnFirstOffset != e.txnFirstOffset || len(f.batches) > len(e.batches) || !slices.Equal(f.batches, e.batches[len(e.batches)-len(f.batches):]) {
+				t.Fatalf("seed %d: producer %d: trimmed %+v, rebuilt %+v", seed, id, f, e)
+			}
+		}
 	}
 }

@@ -177,3 +177,92 @@ func TestPartitionTxnVerification(t *testing.T) {
 		t.Fatalf("a hanging transaction: LSO %d, HW %d", st.LastStableOffset, st.HighWatermark)
 	}
 }
+
+// Review findings, each a test that failed before its fix: a fenced
+// producer's coordinator-written batch (sequence -1: TxnOffsetCommit) is
+// refused; a marker copied as follower voids a verification; a leadership
+// round trip voids it; a marker is not appended while the ISR is below
+// min.insync.replicas.
+func TestPartitionTxnFencingAndGuards(t *testing.T) {
+	m, p := openLeader(t, t.TempDir())
+	defer m.Close()
+	now := time.Now()
+	b, h := txnBatch(1, 5, -1, 1)
+	if _, err := p.AppendAsLeader(b, h, -1, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendTxnMarker(1, 6, false, 0, now); err != nil { // fenced: abort at epoch 6
+		t.Fatal(err)
+	}
+	b, h = txnBatch(1, 5, -1, 1)
+	if _, err := p.AppendAsLeader(b, h, -1, now); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("fenced producer's sequence -1 batch: %v", err)
+	}
+
+	// A marker arriving through applyBatchLocked (as a follower copies
+	// it) voids the guard.
+	g := p.StartTxnVerification(2, 0)
+	marker := recordbatch.BuildTxnMarker(2, 0, false, 0, now.UnixMilli())
+	mh, _ := recordbatch.Validate(marker)
+	p.mu.Lock()
+	p.applyBatchLocked(mh, marker)
+	p.mu.Unlock()
+	b, h = txnBatch(2, 0, 0, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, g); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("guard after a copied marker: %v", err)
+	}
+
+	// A new leader epoch voids it too.
+	g = p.StartTxnVerification(3, 0)
+	if _, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 1, 1, []int32{0}, testConfig()); err != nil {
+		t.Fatal(err)
+	}
+	b, h = txnBatch(3, 0, 0, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, g); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("guard from an earlier leader epoch: %v", err)
+	}
+
+	cfg := testConfig()
+	cfg.MinInsyncReplicas = 2
+	p.SetConfig(cfg)
+	end := p.State().LogEndOffset
+	if _, err := p.AppendTxnMarker(9, 0, true, 0, now); !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("marker with the ISR below min.insync.replicas: %v", err)
+	}
+	if got := p.State().LogEndOffset; got != end {
+		t.Fatalf("refused marker appended: log end %d, was %d", got, end)
+	}
+}
+
+// A read_committed read lists the aborted transactions of what it read,
+// not of everything up to the last stable offset.
+func TestReadCommittedAbortedListIsBoundedByTheRead(t *testing.T) {
+	m, p := openLeader(t, t.TempDir())
+	defer m.Close()
+	now := time.Now()
+	for i := 0; i < 50; i++ { // producer i: one record, then an abort marker
+		b, h := txnBatch(int64(i), 0, 0, 1)
+		if _, err := p.AppendAsLeader(b, h, -1, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.AppendTxnMarker(int64(i), 0, false, 0, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := txnBatch(0, 0, 0, 1)
+	rr, err := p.Read(0, len(b), true, -1, true) // about one batch
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr.Records.Close()
+	if len(rr.AbortedTxns) == 0 || len(rr.AbortedTxns) > 2 {
+		t.Fatalf("a one-batch read lists %d aborted transactions, want 1 or 2 (of 50)", len(rr.AbortedTxns))
+	}
+	if rr, err = p.Read(0, 1<<20, true, -1, true); err != nil {
+		t.Fatal(err)
+	}
+	rr.Records.Close()
+	if len(rr.AbortedTxns) != 50 {
+		t.Fatalf("a whole read lists %d aborted transactions, want 50", len(rr.AbortedTxns))
+	}
+}

@@ -27,7 +27,7 @@ func (l *Log) segmentIndexLocked(offset int64) int {
 // valid whatever happens to the log later. Read holds mu shared.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, error) {
 	out := []byte{}
-	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n int64) error {
+	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n, _ int64) error {
 		k := len(out)
 		out = slices.Grow(out, int(n))[:k+int(n)]
 		if _, err := s.log.ReadAt(out[k:], pos); err != nil {
@@ -47,8 +47,18 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // into memory, while files (which may be nil: no limit) has a descriptor
 // to spare. The caller closes the chunks.
 func (l *Log) ReadChunks(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, fileMin int, files *sendfile.Budget) (sendfile.Chunks, error) {
+	out, _, err := l.ReadChunksUpTo(offset, maxBytes, maxOffset, minOneBatch, fileMin, files)
+	return out, err
+}
+
+// ReadChunksUpTo is ReadChunks that also returns an upper bound of the
+// offset after the last batch read (offset when nothing was read): how far
+// a read_committed fetch needs the aborted transactions.
+func (l *Log) ReadChunksUpTo(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, fileMin int, files *sendfile.Budget) (sendfile.Chunks, int64, error) {
 	var out sendfile.Chunks
-	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n int64) error {
+	upTo := offset
+	err := l.spans(offset, maxBytes, maxOffset, minOneBatch, func(s *segment, pos, n, next int64) error {
+		upTo = max(upTo, next)
 		if fileMin > 0 && n >= int64(fileMin) && (files == nil || files.Take()) {
 			f, err := s.dupLog()
 			if err != nil {
@@ -69,14 +79,14 @@ func (l *Log) ReadChunks(offset int64, maxBytes int, maxOffset int64, minOneBatc
 	})
 	if err != nil {
 		out.Close()
-		return nil, err
+		return nil, offset, err
 	}
-	return out, nil
+	return out, upTo, nil
 }
 
 // spans calls read, in order, for each segment's byte range that Read
 // returns, holding mu shared.
-func (l *Log) spans(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, read func(s *segment, pos, n int64) error) error {
+func (l *Log) spans(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, read func(s *segment, pos, n, next int64) error) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -95,9 +105,9 @@ func (l *Log) spans(offset int64, maxBytes int, maxOffset int64, minOneBatch boo
 			break
 		}
 		s := l.segments[i]
-		pos, n, done, err := s.span(offset, maxOffset, room, minOne)
+		pos, n, next, done, err := s.span(offset, maxOffset, room, minOne)
 		if err == nil && n > 0 {
-			err = read(s, pos, n)
+			err = read(s, pos, n, next)
 			total += int(n)
 		}
 		if err != nil {

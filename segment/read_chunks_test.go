@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kbroker/kbroker/internal/sendfile"
+	"github.com/kbroker/kbroker/recordbatch"
 )
 
 // ReadChunks returns what Read returns, whether the batches come back as
@@ -48,10 +49,18 @@ func TestReadChunksMatchesRead(t *testing.T) {
 		if !bytes.Equal(want, ref) {
 			t.Fatalf("Read(%d, %d, minOne %v): %d bytes, reference %d", offset, maxBytes, minOne, len(want), len(ref))
 		}
+		// The offset after the last batch read, bounded from above.
+		trueNext := offset
+		if _, hs, err := recordbatch.Split(want); err == nil && len(hs) > 0 {
+			trueNext = hs[len(hs)-1].NextOffset()
+		}
 		for _, fileMin := range []int{1, 1 << 30} {
-			cs, err := l.ReadChunks(offset, maxBytes, leo, minOne, fileMin, nil)
+			cs, upTo, err := l.ReadChunksUpTo(offset, maxBytes, leo, minOne, fileMin, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if upTo < trueNext || upTo > leo {
+				t.Fatalf("ReadChunksUpTo(%d, %d): up to %d, the data ends at %d, log at %d", offset, maxBytes, upTo, trueNext, leo)
 			}
 			for _, c := range cs {
 				if (c.File != nil) != (fileMin == 1) {

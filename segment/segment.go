@@ -192,23 +192,25 @@ func (s *segment) find(target int64) (pos int64, h recordbatch.Header, ok bool, 
 // before the first batch whose NextOffset exceeds maxOffset, and at most
 // maxBytes long (the first batch is exempt when minOne). n == 0 means none.
 // done reports that later segments cannot add anything (maxOffset or
-// maxBytes reached). Only batch headers are read, not the data.
-func (s *segment) span(offset, maxOffset int64, maxBytes int, minOne bool) (pos, n int64, done bool, err error) {
+// maxBytes reached). next is an upper bound of the offset after the last
+// batch returned (what Kafka's fetchUpperBoundOffset gives). Only batch
+// headers are read, not the data.
+func (s *segment) span(offset, maxOffset int64, maxBytes int, minOne bool) (pos, n, next int64, done bool, err error) {
 	startPos, first, ok, err := s.find(offset)
 	if err != nil {
-		return 0, 0, true, err
+		return 0, 0, 0, true, err
 	}
 	if !ok {
-		return 0, 0, false, nil
+		return 0, 0, 0, false, nil
 	}
 	if first.NextOffset() > maxOffset {
-		return 0, 0, true, nil
+		return 0, 0, 0, true, nil
 	}
 	endPos := s.size
 	if maxOffset < s.next {
 		p, _, ok, err := s.find(maxOffset)
 		if err != nil {
-			return 0, 0, true, err
+			return 0, 0, 0, true, err
 		}
 		if ok {
 			endPos = p
@@ -218,37 +220,44 @@ func (s *segment) span(offset, maxOffset int64, maxBytes int, minOne bool) (pos,
 	avail := endPos - startPos
 	maxBytes = max(maxBytes, 0)
 	if int64(maxBytes) >= avail {
-		return startPos, avail, done, nil
+		next = s.next
+		if done {
+			next = min(maxOffset, s.next)
+		}
+		return startPos, avail, next, done, nil
 	}
 	if first.Size() > maxBytes {
 		if !minOne {
-			return 0, 0, true, nil
+			return 0, 0, 0, true, nil
 		}
-		return startPos, int64(first.Size()), true, nil
+		return startPos, int64(first.Size()), first.NextOffset(), true, nil
 	}
-	end, err := s.lastBoundary(startPos, startPos+int64(maxBytes))
+	end, next, err := s.lastBoundary(startPos, startPos+int64(maxBytes))
 	if err != nil {
-		return 0, 0, true, err
+		return 0, 0, 0, true, err
 	}
-	return startPos, end - startPos, true, nil
+	if next < 0 {
+		next = s.next // an upper bound
+	}
+	return startPos, end - startPos, next, true, nil
 }
 
 // lastBoundary is the end of the last whole batch between from (a batch
 // start) and limit, or from when the first batch there ends past limit. The
 // offset index jumps close to limit, so only the batch headers of about one
 // index interval are read.
-func (s *segment) lastBoundary(from, limit int64) (int64, error) {
+func (s *segment) lastBoundary(from, limit int64) (end, next int64, err error) {
 	start := max(from, s.offIdx.floorPosition(limit))
-	end := start
+	end, next = start, -1
 	sc := newBatchScanner(s.log, start, s.size, false)
 	sc.readAhead = findScanBuf
 	for sc.next() && sc.nextP <= limit {
-		end = sc.nextP
+		end, next = sc.nextP, sc.h.NextOffset()
 	}
 	if sc.err != nil {
-		return 0, fmt.Errorf("%s: %w", s.name(), sc.err)
+		return 0, 0, fmt.Errorf("%s: %w", s.name(), sc.err)
 	}
-	return end, nil
+	return end, next, nil
 }
 
 // dupLog opens a second descriptor of the .log file, which stays readable

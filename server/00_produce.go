@@ -160,6 +160,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 		kept := targets[:0]
 		for _, t := range targets {
 			if err := results[t.txn]; t.verified != nil && err != nil {
+				t.part.DropTxnVerification(t.verified)
 				t.setErr(err)
 				continue
 			}
@@ -215,8 +216,16 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if h, err := recordbatch.ParseHeader(rp.Records); err == nil && h.IsTransactional() {
-				return true
+			// Every batch, as Kafka's RequestUtils.hasTransactionalRecords.
+			for recs := rp.Records; len(recs) > 0; {
+				h, err := recordbatch.ParseHeader(recs)
+				if err != nil || h.Size() <= 0 || h.Size() > len(recs) {
+					break // malformed: validation answers it
+				}
+				if h.IsTransactional() {
+					return true
+				}
+				recs = recs[h.Size():]
 			}
 		}
 	}

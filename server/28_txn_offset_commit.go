@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,8 +20,13 @@ import (
 //   partition and keeps them pending until the transaction's marker lands
 //   there (WriteTxnMarkers calls CompleteTxn); OffsetFetch does not see
 //   them before, and answers UNSTABLE_OFFSET_COMMIT with require_stable.
-// * Not done: KIP-890 verification that the __consumer_offsets partition
-//   was added to the transaction (AddOffsetsToTxn) before appending.
+// * KIP-890 part 1: before the coordinator appends, the transaction
+//   coordinator confirms that the group's __consumer_offsets partition is
+//   in the producer's ongoing transaction (AddOffsetsToTxn added it), as
+//   Kafka 3.9's GroupCoordinator; a marker that overtakes the check voids
+//   it. Failures answer every partition: INVALID_TXN_STATE when the
+//   partition is not in the transaction, COORDINATOR_NOT_AVAILABLE while
+//   the transaction coordinator cannot answer.
 //
 // Version notes:
 // * v0-1: COORDINATOR_LOAD_IN_PROGRESS is answered as
@@ -59,7 +65,19 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, _ *requestContext, kr
 		}
 	}
 
+	var verifyErr error
 	if len(known.Topics) > 0 {
+		ctx, verifyErr = b.verifyTxnOffsetCommit(ctx, req)
+	}
+	if verifyErr != nil {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == -1 {
+					codes[i][j] = txnOffsetCommitCode(protocol.ErrorCode(verifyErr), req.Version)
+				}
+			}
+		}
+	} else if len(known.Topics) > 0 {
 		answered := map[string]map[int32]int16{}
 		for _, rt := range b.groups.TxnOffsetCommit(ctx, &known).Topics {
 			if answered[rt.Topic] == nil {

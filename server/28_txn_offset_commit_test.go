@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -31,15 +33,32 @@ func TestTxnOffsetCommitCodeByVersion(t *testing.T) {
 // here, the rest is pending until the commit marker lands on
 // __consumer_offsets through WriteTxnMarkers.
 func TestTxnOffsetCommitHandler(t *testing.T) {
-	b := newAdminTestBroker(t)
+	b := newAdminTestBroker(t, func(c *config.Config) { c.TransactionStateLogNumPartitions = 1 })
 	mustCreateTopic(t, b, offsetsTopic, 1, nil)
+	mustCreateTopic(t, b, txn.TopicName, 1, nil)
 	mustCreateTopic(t, b, "in", 2, nil)
 	ctx := context.Background()
 
+	// A transactional producer (the coordinators load in the background).
+	txnID := "tx"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &txnID, 60000
+	var pid int64
+	var epoch int16
+	retryWhileLoading(t, func() int16 {
+		r, err := handleInitProducerID(ctx, b, &requestContext{version: init.Version}, init)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ir := r.(*kmsg.InitProducerIDResponse)
+		pid, epoch = ir.ProducerID, ir.ProducerEpoch
+		return ir.ErrorCode
+	})
+
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.Version = 3
-	req.TransactionalID, req.Group = "tx", "etl"
-	req.ProducerID, req.ProducerEpoch = 42, 0
+	req.TransactionalID, req.Group = txnID, "etl"
+	req.ProducerID, req.ProducerEpoch = pid, epoch
 	req.Generation = -1
 	for _, topic := range []string{"in", "missing"} {
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
@@ -51,32 +70,43 @@ func TestTxnOffsetCommitHandler(t *testing.T) {
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	var resp *kmsg.TxnOffsetCommitResponse
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := handleTxnOffsetCommit(ctx, b, nil, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp = r.(*kmsg.TxnOffsetCommitResponse)
-		code := resp.Topics[0].Partitions[0].ErrorCode
-		if code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	commit := func() *kmsg.TxnOffsetCommitResponse {
+		var resp *kmsg.TxnOffsetCommitResponse
+		retryWhileLoading(t, func() int16 {
+			r, err := handleTxnOffsetCommit(ctx, b, nil, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp = r.(*kmsg.TxnOffsetCommitResponse)
+			return resp.Topics[0].Partitions[0].ErrorCode
+		})
+		return resp
 	}
-	got := fmt.Sprint(resp.Topics)
-	want := [][]int16{
-		{0, 0, kerr.UnknownTopicOrPartition.Code},
-		{kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code},
-	}
-	for i, rt := range resp.Topics {
-		for j, rp := range rt.Partitions {
-			if rp.ErrorCode != want[i][j] || rp.Partition != req.Topics[i].Partitions[j].Partition {
-				t.Fatalf("answer %s, want codes %v", got, want)
+	check := func(resp *kmsg.TxnOffsetCommitResponse, want [][]int16) {
+		t.Helper()
+		for i, rt := range resp.Topics {
+			for j, rp := range rt.Partitions {
+				if rp.ErrorCode != want[i][j] || rp.Partition != req.Topics[i].Partitions[j].Partition {
+					t.Fatalf("answer %s, want codes %v", fmt.Sprint(resp.Topics), want)
+				}
 			}
 		}
 	}
+	// KIP-890: the group's partition is not in the transaction yet.
+	check(commit(), [][]int16{
+		{kerr.InvalidTxnState.Code, kerr.InvalidTxnState.Code, kerr.UnknownTopicOrPartition.Code},
+		{kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code},
+	})
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, "etl"
+	ar, err := handleAddOffsetsToTxn(ctx, b, &requestContext{version: add.Version}, add)
+	if err != nil || ar.(*kmsg.AddOffsetsToTxnResponse).ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %+v", err, ar)
+	}
+	check(commit(), [][]int16{
+		{0, 0, kerr.UnknownTopicOrPartition.Code},
+		{kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code},
+	})
 
 	fetch := func() (int64, int16) {
 		r := kmsg.NewPtrOffsetFetchRequest()
@@ -97,7 +127,7 @@ func TestTxnOffsetCommitHandler(t *testing.T) {
 
 	wm := kmsg.NewPtrWriteTxnMarkersRequest()
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed = 42, 0, true
+	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, true
 	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: offsetsTopic, Partitions: []int32{0}}}
 	wm.Markers = append(wm.Markers, m)
 	mr, err := handleWriteTxnMarkers(ctx, b, nil, wm)
@@ -109,5 +139,22 @@ func TestTxnOffsetCommitHandler(t *testing.T) {
 	}
 	if o, code := fetch(); code != 0 || o != 101 {
 		t.Fatalf("after the commit marker: offset %d code %d, want 101", o, code)
+	}
+}
+
+// retryWhileLoading calls do until it answers something other than the
+// coordinator answers of a load in progress, within 10 s.
+func retryWhileLoading(t *testing.T, do func() int16) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code := do()
+		if code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code && code != kerr.CoordinatorNotAvailable.Code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %v after 10 s", kerr.ErrorForCode(code))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -94,7 +94,7 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 			// new one (even without a leader change in between) reloads,
 			// so markers carry the epoch partition leaders check.
 			if tp.Topic == txn.TopicName && (!wasLeader || ledEpoch != ps.LeaderEpoch) {
-				go b.becomeTxnCoordinator(tp.Partition, ps.LeaderEpoch)
+				b.becomeTxnCoordinatorLocked(tp.Partition, ps.LeaderEpoch)
 			}
 		}
 	}
@@ -134,14 +134,58 @@ func (b *Broker) resignCoordinator(tp replica.TopicPartition) {
 	}
 }
 
-// becomeTxnCoordinator loads the transactional ids of one
-// __transaction_state partition.
-func (b *Broker) becomeTxnCoordinator(partition, leaderEpoch int32) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := b.txns.BecomeLeader(ctx, partition, leaderEpoch); err != nil {
-		b.logger.Error("loading transaction coordinator partition failed", "partition", partition, "err", err)
+// becomeTxnCoordinatorLocked registers a __transaction_state partition
+// this broker now leads at leaderEpoch with the transaction coordinator, in
+// the order leadership changes are applied (applyMu held), and loads it in
+// the background. A load that fails is tried again, with a growing pause,
+// for as long as this broker still leads the partition at that epoch.
+func (b *Broker) becomeTxnCoordinatorLocked(partition, leaderEpoch int32) {
+	load, err := b.txns.BeginLoad(partition, leaderEpoch)
+	if err != nil || load == nil {
+		return
 	}
+	go func() {
+		backoff := time.Second
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			err := load(ctx)
+			cancel()
+			if err == nil || txn.IsResigned(err) {
+				return
+			}
+			b.logger.Error("loading transaction coordinator partition failed; retrying", "partition", partition,
+				"leader_epoch", leaderEpoch, "retry_in", backoff, "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-b.txns.Done():
+				return
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			if load = b.reloadTxnPartition(partition, leaderEpoch); load == nil {
+				return
+			}
+		}
+	}()
+}
+
+// reloadTxnPartition registers partition again for a retried load, if this
+// broker still leads it at leaderEpoch (checked under applyMu, so no
+// leadership change is applied in between).
+func (b *Broker) reloadTxnPartition(partition, leaderEpoch int32) func(context.Context) error {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	part, ok := b.replicas.Get(replica.TopicPartition{Topic: txn.TopicName, Partition: partition})
+	if !ok {
+		return nil
+	}
+	if st := part.State(); !st.IsLeader || st.LeaderEpoch != leaderEpoch {
+		return nil
+	}
+	load, err := b.txns.BeginLoad(partition, leaderEpoch)
+	if err != nil {
+		return nil
+	}
+	return load
 }
 
 // internalLog stores a coordinator's records in its internal topic
@@ -169,7 +213,14 @@ func (o *internalLog) Append(ctx context.Context, partition int32, batch []byte)
 	if err != nil {
 		return -1, fmt.Errorf("%s record batch: %w", o.topic, err)
 	}
-	res, err := part.AppendAsLeader([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now())
+	var res replica.AppendResult
+	if guard := txnVerificationFrom(ctx); guard != nil {
+		// A transactional offset commit that opens its transaction on
+		// this partition: appended only under its verification.
+		res, err = part.AppendFromClient([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now(), guard)
+	} else {
+		res, err = part.AppendAsLeader([][]byte{batch}, []recordbatch.Header{h}, -1, time.Now())
+	}
 	if err != nil {
 		return -1, err
 	}

@@ -60,6 +60,8 @@ func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
 		MaxRecordBytes:        cfg.MessageMaxBytes,
 	}, &internalLog{b: b, topic: offsetsTopic}, logger)
 	t.Cleanup(b.groups.Close)
+	b.txns = b.newTxnCoordinator()
+	t.Cleanup(b.closeTxnCoordinator)
 	b.controller.Subscribe(b.applyMetadata)
 	return b
 }

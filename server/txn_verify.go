@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kbroker/kbroker/replica"
 	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -59,7 +60,10 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 	}
 	conn, err := b.txnMarkers.verifyPeers.get(coordinator)
 	if err != nil {
-		return fail(err)
+		// Kafka's AddPartitionsToTxnManager: an unknown or unreachable
+		// coordinator is COORDINATOR_NOT_AVAILABLE (NOT_ENOUGH_REPLICAS
+		// to the producer), not a partition leadership change.
+		return fail(fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err))
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4
@@ -123,4 +127,55 @@ func produceVerifyError(err error) error {
 	default:
 		return err
 	}
+}
+
+// txnVerificationKey carries a verified transaction's guard from the
+// TxnOffsetCommit handler, through the group coordinator, to the append
+// into __consumer_offsets (internalLog.Append).
+type txnVerificationKey struct{}
+
+func withTxnVerification(ctx context.Context, g *replica.TxnVerification) context.Context {
+	if g == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, txnVerificationKey{}, g)
+}
+
+func txnVerificationFrom(ctx context.Context) *replica.TxnVerification {
+	g, _ := ctx.Value(txnVerificationKey{}).(*replica.TxnVerification)
+	return g
+}
+
+// verifyTxnOffsetCommit verifies, as Kafka's GroupCoordinator does before
+// a TxnOffsetCommit, that the group's __consumer_offsets partition is in the
+// producer's ongoing transaction (AddOffsetsToTxn added it). It returns the
+// context the commit must run under (carrying the guard) or the error every
+// partition of the request gets. When the partition is not led here there
+// is nothing to verify: the group coordinator answers NOT_COORDINATOR.
+func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (context.Context, error) {
+	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: b.groups.PartitionFor(req.Group)}
+	part, ok := b.replicas.Get(replica.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	if !ok || !part.State().IsLeader {
+		return ctx, nil
+	}
+	guard := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
+	if guard == nil {
+		return ctx, nil // the transaction is open on the partition already
+	}
+	if err := b.verifyTxnPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp})[tp]; err != nil {
+		part.DropTxnVerification(guard)
+		return ctx, offsetCommitVerifyError(err)
+	}
+	return withTxnVerification(ctx, guard), nil
+}
+
+// offsetCommitVerifyError is Kafka's GroupMetadataManager
+// maybeConvertOffsetCommitError for a verification error: what Produce
+// answers NOT_ENOUGH_REPLICAS is COORDINATOR_NOT_AVAILABLE here (both
+// retriable), the rest as is.
+func offsetCommitVerifyError(err error) error {
+	if errors.Is(err, kerr.NotEnoughReplicas) {
+		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	return err
 }

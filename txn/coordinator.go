@@ -240,27 +240,49 @@ func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
 // leader epoch); until it returns, requests for its ids get
 // COORDINATOR_LOAD_IN_PROGRESS. Transactions found in PrepareCommit or
 // PrepareAbort are completed: markers sent again, Complete* written.
-// Calling it again for the epoch already loaded (or loading) is a no-op; a
-// newer epoch reloads.
+// Calling it again for the epoch already loaded (or loading), or an older
+// one, is a no-op; a newer epoch reloads. It is BeginLoad and the load.
 func (c *Coordinator) BecomeLeader(ctx context.Context, p int32, epoch int32) error {
+	load, err := c.BeginLoad(p, epoch)
+	if err != nil || load == nil {
+		return err
+	}
+	return load(ctx)
+}
+
+// BeginLoad registers partition p as loading at epoch and returns the load
+// to run (nil when p is loaded or loading at epoch or a newer one). The
+// server calls it where it applies leadership changes, in their order, and
+// runs the load in the background: a Resign applied after it makes the load
+// fail (errResigned) instead of installing a tenure this broker no longer
+// has, as Kafka's loadingPartitions does.
+func (c *Coordinator) BeginLoad(p int32, epoch int32) (func(ctx context.Context) error, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if old := c.partitions[p]; old != nil {
-		if old.epoch == epoch {
-			c.mu.Unlock()
-			return nil
+		if old.epoch >= epoch {
+			return nil, nil
 		}
 		old.cancel()
 	}
 	pctx, cancel := context.WithCancel(c.bgCtx)
 	ps := &partitionState{partition: p, epoch: epoch, loading: true, txns: map[string]*entry{}, ctx: pctx, cancel: cancel}
 	c.partitions[p] = ps
-	wmu := c.writeMuLocked(p)
-	c.mu.Unlock()
+	return func(ctx context.Context) error { return c.load(ctx, ps) }, nil
+}
 
+// load replays ps's partition and installs it, unless its tenure ended
+// meanwhile.
+func (c *Coordinator) load(ctx context.Context, ps *partitionState) error {
+	p, epoch := ps.partition, ps.epoch
+	// The load stops with the tenure too.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(ps.ctx, stop)()
+	wmu := c.writeMuFor(p)
 	// The barrier: writes of an earlier tenure are in the log, or will
 	// fail their tenure check.
 	wmu.Lock()
@@ -280,7 +302,7 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, p int32, epoch int32) er
 	}
 	if err != nil {
 		delete(c.partitions, p)
-		cancel()
+		ps.cancel()
 		return fmt.Errorf("load %s-%d: %w", TopicName, p, err)
 	}
 	ps.loading = false
@@ -297,6 +319,13 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, p int32, epoch int32) er
 		"transactional_ids", len(txns), "completing", completing, "took", c.now().Sub(start))
 	return nil
 }
+
+// Done is closed when the coordinator is closed.
+func (c *Coordinator) Done() <-chan struct{} { return c.bgCtx.Done() }
+
+// IsResigned reports whether err is a load that lost its tenure (Resign
+// or a newer epoch overtook it), which is no failure to retry.
+func IsResigned(err error) bool { return errors.Is(err, errResigned) || errors.Is(err, ErrClosed) }
 
 // replay reads partition p: the last value of each key, tombstones delete.
 func (c *Coordinator) replay(ctx context.Context, p int32) (map[string]Metadata, error) {

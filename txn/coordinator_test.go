@@ -540,3 +540,34 @@ func TestListFilters(t *testing.T) {
 		}
 	}
 }
+
+// Loads are registered in the order leadership changes are applied: an
+// older epoch after a newer one changes nothing, and a load that a Resign
+// overtook does not install its tenure.
+func TestBeginLoadOrdering(t *testing.T) {
+	h := newHarness(t, newMemLog())
+	p := h.c.PartitionFor("tx")
+	if err := h.c.BecomeLeader(context.Background(), p, 7); err != nil {
+		t.Fatal(err)
+	}
+	if load, err := h.c.BeginLoad(p, 5); load != nil || err != nil {
+		t.Fatalf("older epoch 5 after 7: load %v, err %v; want nothing to do", load != nil, err)
+	}
+	h.c.mu.Lock()
+	epoch := h.c.partitions[p].epoch
+	h.c.mu.Unlock()
+	if epoch != 7 {
+		t.Fatalf("coordinator epoch %d after an older load, want 7", epoch)
+	}
+
+	load, err := h.c.BeginLoad(p, 8)
+	if err != nil || load == nil {
+		t.Fatalf("newer epoch 8: load %v, err %v", load != nil, err)
+	}
+	h.c.Resign(p)
+	if err := load(context.Background()); !IsResigned(err) {
+		t.Fatalf("load overtaken by Resign: %v, want resigned", err)
+	}
+	_, err = h.init("tx", nil)
+	wantErr(t, "init after the resignation", err, kerr.NotCoordinator)
+}

@@ -205,6 +205,7 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		if err := p.log.SetStartOffset(leaderLogStart); err != nil {
 			p.logger.Warn("following the leader's log start offset failed", "offset", leaderLogStart, "err", err)
 		}
+		p.producers.forgetBelow(p.log.StartOffset())
 	}
 	p.highWatermark = max(p.highWatermark, min(leaderHW, p.log.EndOffset()))
 	p.notifyLocked()

@@ -28,6 +28,10 @@ const cleanShutdownFile = ".kafka_cleanshutdown"
 type Config struct {
 	LogDir         string
 	RetentionCheck time.Duration
+	// ProducerIDExpiration is producer.id.expiration.ms: the state of a
+	// producer idle that long, without an open transaction, is dropped
+	// (checked with retention). 0 keeps producers forever.
+	ProducerIDExpiration time.Duration
 	BrokerID       int32
 	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower not caught
 	// up for longer leaves the ISR.
@@ -447,6 +451,9 @@ func (m *Manager) RunRetention(ctx context.Context) {
 		for _, p := range m.All() {
 			if err := p.enforceRetention(now); err != nil {
 				m.logger.Error("retention failed", "partition", p.tp.String(), "err", err)
+			}
+			if m.cfg.ProducerIDExpiration > 0 {
+				p.expireProducers(now.Add(-m.cfg.ProducerIDExpiration))
 			}
 		}
 	})

@@ -517,6 +517,9 @@ func (p *Partition) rebuildProducersLocked() error {
 	if err != nil {
 		return fmt.Errorf("rebuild producer state of %s: %w", p.tp, err)
 	}
+	// A rebuild completes every transaction in the log; only those with
+	// markers at or above the high watermark are unreplicated.
+	p.producers.lastStableOffset(p.highWatermark)
 	return nil
 }
 
@@ -581,6 +584,14 @@ func (p *Partition) enforceRetention(now time.Time) error {
 		p.mu.Unlock()
 	}
 	return err
+}
+
+// expireProducers drops the state of producers idle since before
+// (producer.id.expiration.ms).
+func (p *Partition) expireProducers(before time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.producers.expire(before.UnixMilli())
 }
 
 // Compacted reports whether the topic is compacted (every record needs a

@@ -326,6 +326,18 @@ func (s *producerStates) epochOf(id int64) int16 {
 	return -1
 }
 
+// expire drops the producers whose last batch is older than before
+// (milliseconds) and that have no open transaction, as Kafka's
+// removeExpiredProducers: their retries can no longer be told from new
+// writes, which Kafka accepts too.
+func (s *producerStates) expire(beforeMs int64) {
+	for id, e := range s.byID {
+		if e.txnFirstOffset < 0 && e.lastTimestamp < beforeMs {
+			delete(s.byID, id)
+		}
+	}
+}
+
 // forgetBelow drops aborted transactions that end below the log start
 // offset: no fetch can reach them any more.
 func (s *producerStates) forgetBelow(logStart int64) {

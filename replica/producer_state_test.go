@@ -259,3 +259,28 @@ func TestProducerStateTruncateMatchesRebuild(t *testing.T) {
 		}
 	}
 }
+
+// producer.id.expiration.ms: idle producers are forgotten, unless they
+// have a transaction open.
+func TestProducerStateExpiry(t *testing.T) {
+	s := newProducerStates()
+	old := hdr(1, 0, 0, 1, 0)
+	old.MaxTimestamp = 1000
+	s.update(old, -1)
+	open := txnHdr(2, 0, 0, 1, 1)
+	open.MaxTimestamp = 1000
+	s.update(open, -1)
+	recent := hdr(3, 0, 0, 1, 2)
+	recent.MaxTimestamp = 5000
+	s.update(recent, -1)
+	s.expire(2000)
+	if _, ok := s.byID[1]; ok {
+		t.Fatal("idle producer kept")
+	}
+	if _, ok := s.byID[2]; !ok {
+		t.Fatal("producer with an open transaction expired")
+	}
+	if _, ok := s.byID[3]; !ok {
+		t.Fatal("recent producer expired")
+	}
+}

@@ -102,6 +102,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		BrokerID:          b.cfg.BrokerID,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		ReplicaFetchWait:  b.cfg.ReplicaFetchWaitMax,
+		// Checked with retention (log.retention.check.interval.ms).
+		ProducerIDExpiration: b.cfg.ProducerIDExpiration,
 	}
 	rcfg.OnStorageError = func(err error) {
 		select {

@@ -32,7 +32,7 @@ type Config struct {
 	// producer idle that long, without an open transaction, is dropped
 	// (checked with retention). 0 keeps producers forever.
 	ProducerIDExpiration time.Duration
-	BrokerID       int32
+	BrokerID             int32
 	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower not caught
 	// up for longer leaves the ISR.
 	ReplicaLagTimeMax time.Duration

@@ -12,24 +12,33 @@ import (
 
 // peerConns are connections to other brokers for requests between them
 // that are not replication (transaction markers to partition leaders,
-// transaction verifications to coordinators): one per broker id, replaced
-// when that broker's address changes. Requests on one connection are
-// serialised.
+// transaction verifications to coordinators): peerConnsPerBroker per
+// broker id, used in turn, replaced when that broker's address changes.
+// Requests on one connection are serialised, and a marker request waits
+// for replication: several connections keep one slow request from
+// holding up every transaction's markers to that broker.
 type peerConns struct {
 	b        *Broker
 	clientID string
 
 	mu sync.Mutex
-	// conns guarded by mu.
-	conns  map[int32]*kafkaconn.Conn
+	// conns and next guarded by mu.
+	conns  map[int32][]*kafkaconn.Conn
+	next   map[int32]int
 	closed bool
 }
 
+// peerConnsPerBroker is how many connections a peerConns keeps to each
+// broker.
+const peerConnsPerBroker = 4
+
 func newPeerConns(b *Broker, clientID string) *peerConns {
-	return &peerConns{b: b, clientID: clientID + "-" + strconv.Itoa(int(b.self.ID)), conns: make(map[int32]*kafkaconn.Conn)}
+	return &peerConns{b: b, clientID: clientID + "-" + strconv.Itoa(int(b.self.ID)),
+		conns: make(map[int32][]*kafkaconn.Conn), next: make(map[int32]int)}
 }
 
-// get returns the connection to broker id at its current address.
+// get returns a connection to broker id at its current address, each call
+// the next of its connections.
 func (pc *peerConns) get(id int32) (*kafkaconn.Conn, error) {
 	md := pc.b.controller.Metadata()
 	info, ok := md.Broker(id)
@@ -42,15 +51,21 @@ func (pc *peerConns) get(id int32) (*kafkaconn.Conn, error) {
 	if pc.closed {
 		return nil, fmt.Errorf("%w: broker shutting down", kerr.BrokerNotAvailable)
 	}
-	c := pc.conns[id]
-	if c == nil || c.Addr() != addr {
-		if c != nil {
+	conns := pc.conns[id]
+	if len(conns) > 0 && conns[0].Addr() != addr {
+		for _, c := range conns {
 			c.Close()
 		}
-		c = kafkaconn.New(addr, pc.clientID)
-		pc.conns[id] = c
+		conns = nil
 	}
-	return c, nil
+	i := pc.next[id] % peerConnsPerBroker
+	pc.next[id] = i + 1
+	if i >= len(conns) {
+		conns = append(conns, kafkaconn.New(addr, pc.clientID))
+		i = len(conns) - 1
+	}
+	pc.conns[id] = conns
+	return conns[i], nil
 }
 
 // Close closes the connections; later gets fail.
@@ -58,8 +73,10 @@ func (pc *peerConns) Close() {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.closed = true
-	for id, c := range pc.conns {
-		c.Close()
+	for id, conns := range pc.conns {
+		for _, c := range conns {
+			c.Close()
+		}
 		delete(pc.conns, id)
 	}
 }

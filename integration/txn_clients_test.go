@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -223,8 +224,13 @@ func startHungProducer(t *testing.T, addr, topic, txnID string, n int, timeout t
 // stableAndLatest are partition 0's last stable offset and high watermark.
 func stableAndLatest(t *testing.T, b *Broker, topic string) (int64, int64) {
 	t.Helper()
+	return stableAndLatestVia(t, b.Admin(t), topic)
+}
+
+// stableAndLatestVia is stableAndLatest through a given admin client.
+func stableAndLatestVia(t *testing.T, adm *kadm.Client, topic string) (int64, int64) {
+	t.Helper()
 	ctx := testContext(t, 10*time.Second)
-	adm := b.Admin(t)
 	stable, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,6 +266,9 @@ func TestTxnClusterETLExactlyOnceUnderFaults(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
+	// Every transaction's markers in (EndTxn is answered before them), so
+	// the final read covers everything committed.
+	waitAllStable(t, c.admin(), out, 30*time.Second)
 	values := readCommittedAll(t, c.addrs(), out, time.Minute)
 	counts := map[string]int{}
 	for _, v := range values {
@@ -287,4 +291,116 @@ func TestTxnClusterETLExactlyOnceUnderFaults(t *testing.T) {
 			len(values), n, len(dups), dups[:min(len(dups), 5)], len(missing), missing[:min(len(missing), 5)])
 	}
 	t.Logf("%d records copied exactly once in %d committed transactions", n, committedTxns.Load())
+}
+
+// waitAllStable waits until every partition of topic has its last stable
+// offset at its high watermark: no transaction is open or completing.
+func waitAllStable(t *testing.T, adm *kadm.Client, topic string, within time.Duration) {
+	t.Helper()
+	checkFor(t, within, 50*time.Millisecond, func() error {
+		ctx := testContext(t, 10*time.Second)
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		latest, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		var open []string
+		latest.Each(func(l kadm.ListedOffset) {
+			if s, _ := stable.Lookup(topic, l.Partition); s.Offset != l.Offset {
+				open = append(open, fmt.Sprintf("%d: %d < %d", l.Partition, s.Offset, l.Offset))
+			}
+		})
+		if len(open) > 0 {
+			return fmt.Errorf("partitions below their high watermark: %v", open)
+		}
+		return nil
+	})
+}
+
+// kill -9 of a partition's leader between AddPartitionsToTxn and EndTxn on
+// 3 brokers: the commit still succeeds, its marker reaches the new leader,
+// and read_committed readers get the transaction's records once.
+func TestTxnClusterLeaderKilledMidTransaction(t *testing.T) {
+	c := startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 3 * time.Second,
+		extra: []string{"transaction.state.log.num.partitions=3"}})
+	const topic = "txn-mid"
+	c.createTopic(topic, 1, nil)
+	c.waitSettled(clusterSettle, topic, 1, 3)
+	ctx := testContext(t, 2*time.Minute)
+	cl := c.client(kgo.TransactionalID("tx-mid"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 0; i < 10; i++ {
+		v := fmt.Sprintf("mid-%d", i)
+		want = append(want, v)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := c.mustPartState(topic, 0).Leader
+	coord, err := c.txnCoordinatorOf("tx-mid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kill -9 leader %d of %s-0 inside the transaction (transaction coordinator %d)", leader, topic, coord)
+	c.broker(leader).Kill()
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the leader was killed: %v", err)
+	}
+	c.waitUnregistered(leader)
+	c.broker(leader).Restart()
+	adm := c.admin()
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if stable, latest := stableAndLatestVia(t, adm, topic); stable != latest {
+			return fmt.Errorf("last stable offset %d, high watermark %d", stable, latest)
+		}
+		return nil
+	})
+	got := readCommittedAll(t, c.addrs(), topic, time.Minute)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed after the failover: %q, want %q", got, want)
+	}
+}
+
+// A transactional producer killed with -9 on 3 brokers: its transaction is
+// aborted at its timeout, and a new producer with the same transactional
+// id then commits; read_committed readers see only the new producer's
+// records.
+func TestTxnClusterKilledProducer(t *testing.T) {
+	c := startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 3 * time.Second,
+		extra: []string{"transaction.state.log.num.partitions=3", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200"}})
+	const topic = "txn-pk"
+	c.createTopic(topic, 1, nil)
+	c.waitSettled(clusterSettle, topic, 1, 3)
+	const timeout = 3 * time.Second
+	hung := startHungProducer(t, strings.Join(c.addrs(), ","), topic, "tx-pk", 10, timeout)
+	if err := hung.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	adm := c.admin()
+	if stable, latest := stableAndLatestVia(t, adm, topic); stable != 0 || latest != 10 {
+		t.Fatalf("open transaction: last stable offset %d, high watermark %d; want 0 and 10", stable, latest)
+	}
+	checkFor(t, timeout+20*time.Second, 50*time.Millisecond, func() error {
+		if stable, latest := stableAndLatestVia(t, adm, topic); stable != latest || latest != 11 {
+			return fmt.Errorf("last stable offset %d, high watermark %d; want both 11", stable, latest)
+		}
+		return nil
+	})
+	committed := txnProduce(t, c.addrs(), "tx-pk", topic, 1, 5)
+	// EndTxn is answered before the markers land: wait for the LSO.
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if stable, latest := stableAndLatestVia(t, adm, topic); stable != latest || latest != 17 {
+			return fmt.Errorf("last stable offset %d, high watermark %d; want both 17", stable, latest)
+		}
+		return nil
+	})
+	if got := readCommittedAll(t, c.addrs(), topic, time.Minute); !slices.Equal(got, committed) {
+		t.Fatalf("read_committed: %q, want only the new producer's %q", got, committed)
+	}
 }

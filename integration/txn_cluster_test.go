@@ -322,7 +322,9 @@ func waitAllStable(t *testing.T, adm *kadm.Client, topic string, within time.Dur
 
 // kill -9 of a partition's leader between AddPartitionsToTxn and EndTxn on
 // 3 brokers: the commit still succeeds, its marker reaches the new leader,
-// and read_committed readers get the transaction's records once.
+// and read_committed readers get the transaction's records once, and none
+// of an earlier aborted transaction (the new leader built its transaction
+// state from what it copied as a follower).
 func TestTxnClusterLeaderKilledMidTransaction(t *testing.T) {
 	c := startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 3 * time.Second,
 		extra: []string{"transaction.state.log.num.partitions=3"}})
@@ -330,11 +332,13 @@ func TestTxnClusterLeaderKilledMidTransaction(t *testing.T) {
 	c.createTopic(topic, 1, nil)
 	c.waitSettled(clusterSettle, topic, 1, 3)
 	ctx := testContext(t, 2*time.Minute)
+	// First a committed and an aborted transaction: after the failover the
+	// new leader, which copied them as a follower, must list the abort.
+	want := txnProduce(t, c.addrs(), "tx-before", topic, 2, 5)
 	cl := c.client(kgo.TransactionalID("tx-mid"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	var want []string
 	for i := 0; i < 10; i++ {
 		v := fmt.Sprintf("mid-%d", i)
 		want = append(want, v)

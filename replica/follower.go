@@ -195,7 +195,7 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		if h.BaseOffset != leo {
 			return appended, fmt.Errorf("leader sent %s batch at %d, log ends at %d: %w", p.tp, h.BaseOffset, leo, segment.ErrUnexpectedOffset)
 		}
-		if err := p.log.Append(batch, h); err != nil {
+		if err := p.appendLocked(batch, h, p.abortOfLocked(h, batch)); err != nil {
 			return appended, p.storageFailed(fmt.Errorf("append to follower %s: %w", p.tp, err))
 		}
 		p.applyBatchLocked(h, batch)
@@ -205,7 +205,6 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		if err := p.log.SetStartOffset(leaderLogStart); err != nil {
 			p.logger.Warn("following the leader's log start offset failed", "offset", leaderLogStart, "err", err)
 		}
-		p.producers.forgetBelow(p.log.StartOffset())
 	}
 	p.highWatermark = max(p.highWatermark, min(leaderHW, p.log.EndOffset()))
 	p.notifyLocked()

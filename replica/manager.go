@@ -275,6 +275,10 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		log.Close()
 		return nil, err
 	}
+	if leo := log.EndOffset(); p.loadedFrom < leo {
+		// The next open starts here instead of reading this again.
+		p.snapshotLocked(leo)
+	}
 	if topicID != ([16]byte{}) {
 		if err := writePartitionTopicID(dir, topicID); err != nil {
 			log.Close()
@@ -420,6 +424,9 @@ func (m *Manager) retire(p *Partition, deleteData bool) error {
 	p.isLeader = false
 	p.leaderID = -1
 	p.notifyLocked()
+	if !deleteData {
+		p.snapshotLocked(p.log.EndOffset())
+	}
 	p.mu.Unlock()
 	if deleteData {
 		return p.log.Delete()
@@ -489,6 +496,9 @@ func (m *Manager) Close() error {
 		p.mu.Lock()
 		p.isLeader = false
 		p.notifyLocked()
+		// Kafka's clean close: the producer state at the log end, so
+		// the next start reads no batch header.
+		p.snapshotLocked(p.log.EndOffset())
 		p.mu.Unlock()
 		if err := p.log.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))

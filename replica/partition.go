@@ -80,6 +80,9 @@ type Partition struct {
 	leaderID      int32
 	highWatermark int64
 	producers     *producerStates
+	// loadedFrom is the offset the last rebuild of producers started
+	// reading the log at (a snapshot's, or the log start).
+	loadedFrom int64
 	// verifying holds, per producer id, the guard of a transaction
 	// verification in flight (KIP-890 part 1): a client's transactional
 	// batch that would open a transaction is appended only with the
@@ -302,7 +305,7 @@ func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Heade
 			recordbatch.SetLogAppendTime(batch, res.LogAppendTime)
 			h.MaxTimestamp = res.LogAppendTime
 		}
-		if err := p.log.Append(batch, h); err != nil {
+		if err := p.appendLocked(batch, h, nil); err != nil {
 			return AppendResult{}, p.storageFailed(fmt.Errorf("append to %s: %w", p.tp, err))
 		}
 		p.producers.update(h, res.LogAppendTime)
@@ -421,10 +424,13 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 		// The aborted transactions of what was read only, as Kafka's
 		// fetchUpperBoundOffset: not of everything up to the LSO, which
 		// a consumer far behind would otherwise get (and the broker
-		// search) with every fetch.
-		p.mu.Lock()
-		res.AbortedTxns = p.producers.abortedTxns(offset, upTo)
-		p.mu.Unlock()
+		// search) with every fetch. They come from the .txnindex files.
+		aborted, err := p.log.CollectAbortedTxns(offset, upTo)
+		if err != nil {
+			res.Records.Close()
+			return ReadResult{State: st}, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
+		}
+		res.AbortedTxns = aborted
 	}
 	return res, nil
 }
@@ -458,12 +464,16 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	h.PartitionLeaderEpoch = p.leaderEpoch
 	recordbatch.SetBaseOffset(batch, h.BaseOffset)
 	recordbatch.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
-	if err := p.log.Append(batch, h); err != nil {
-		return AppendResult{}, p.storageFailed(fmt.Errorf("append marker to %s: %w", p.tp, err))
-	}
 	c := recordbatch.Control{Type: recordbatch.ControlAbort, CoordinatorEpoch: coordinatorEpoch}
 	if commit {
 		c.Type = recordbatch.ControlCommit
+	}
+	var abort *AbortedTxn
+	if a, ok := p.producers.abortFor(h, c); ok {
+		abort = &a
+	}
+	if err := p.appendLocked(batch, h, abort); err != nil {
+		return AppendResult{}, p.storageFailed(fmt.Errorf("append marker to %s: %w", p.tp, err))
 	}
 	p.producers.completeTxn(h, c)
 	// A verification that a marker overtook is void: the transaction it
@@ -481,6 +491,69 @@ func (p *Partition) Producers() []ProducerInfo {
 	return p.producers.list()
 }
 
+// appendLocked writes one batch whose offsets are set, with the .txnindex
+// entry of the transaction it aborts (abort, for an abort marker). When the
+// append rolled to a new segment, a producer snapshot is taken at its base
+// (Kafka's roll): the state before this batch, which the caller applies
+// after.
+func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *AbortedTxn) error {
+	active := p.log.ActiveSegmentBase()
+	var err error
+	if abort != nil {
+		err = p.log.AppendAbortMarker(batch, h, *abort)
+	} else {
+		err = p.log.Append(batch, h)
+	}
+	if err != nil {
+		return err
+	}
+	if base := p.log.ActiveSegmentBase(); base != active && base == h.BaseOffset {
+		p.snapshotLocked(base)
+	}
+	return nil
+}
+
+// snapshotLocked writes the producer state as of offset (the log end
+// offset, before any later batch is applied) to a snapshot file. A failure
+// is logged: snapshots only shorten the next load.
+func (p *Partition) snapshotLocked(offset int64) {
+	if err := p.log.WriteProducerSnapshot(offset, p.producers.snapshot()); err != nil {
+		p.logger.Warn("writing producer state snapshot failed", "offset", offset, "err", err)
+	}
+}
+
+// controlOf parses a control batch's marker (control is the batch's
+// bytes); ok is false for other batches and unreadable markers.
+func (p *Partition) controlOf(h recordbatch.Header, control []byte) (recordbatch.Control, bool) {
+	if !h.IsControl() {
+		return recordbatch.Control{}, false
+	}
+	c, err := recordbatch.ParseControl(control)
+	if err != nil {
+		// Kafka's replicas would fail on it too; skipping keeps the
+		// partition readable, and the log line names the batch.
+		p.logger.Warn("unreadable control batch: ignoring it", "offset", h.BaseOffset, "err", err)
+		return recordbatch.Control{}, false
+	}
+	return c, true
+}
+
+// abortOfLocked is the .txnindex entry of batch h (bytes control) when it
+// is an abort marker that ends an open transaction; nil otherwise.
+func (p *Partition) abortOfLocked(h recordbatch.Header, control []byte) *AbortedTxn {
+	if !h.IsControl() {
+		return nil
+	}
+	c, ok := p.controlOf(h, control)
+	if !ok {
+		return nil
+	}
+	if a, ok := p.producers.abortFor(h, c); ok {
+		return &a
+	}
+	return nil
+}
+
 // applyBatchLocked updates producer and transaction state for a batch
 // already in the log (control is the batch's bytes when it is a control
 // batch): as follower, and while rebuilding from the log.
@@ -494,31 +567,46 @@ func (p *Partition) applyBatchLocked(h recordbatch.Header, control []byte) {
 		p.producers.update(h, logAppendTime(h))
 		return
 	}
-	c, err := recordbatch.ParseControl(control)
-	if err != nil {
-		// Kafka's replicas would fail on it too; skipping keeps the
-		// partition readable, and the log line names the batch.
-		p.logger.Warn("unreadable control batch: ignoring it", "offset", h.BaseOffset, "err", err)
-		return
+	if c, ok := p.controlOf(h, control); ok {
+		p.producers.completeTxn(h, c)
 	}
-	p.producers.completeTxn(h, c)
 }
 
-// rebuildProducersLocked rebuilds producer and transaction state by reading
-// the log's batch headers (and markers) from its start: at open and after a
-// truncation, which may have removed markers that closed transactions.
+// rebuildProducersLocked rebuilds producer and transaction state from the
+// log, at open and after a truncation below the high watermark (which may
+// have removed markers that closed transactions), as Kafka's
+// loadProducerState: from the newest producer snapshot at or below the
+// log end offset, the high watermark (markers at or above it must be seen
+// to be known as unreplicated) and, after a crash, the recovery point
+// (TxnIndexCompleteBelow), then by reading the batch headers after it. The
+// abort markers read re-add any .txnindex entries a crash recovery
+// trimmed. Without a usable snapshot the whole log is read.
 func (p *Partition) rebuildProducersLocked() error {
 	p.producers = newProducerStates()
 	clear(p.verifying)
-	err := p.log.ScanWithControl(p.log.StartOffset(), func(h recordbatch.Header, control []byte) bool {
+	from := p.log.StartOffset()
+	limit := min(p.log.EndOffset(), p.highWatermark, p.log.TxnIndexCompleteBelow())
+	if off, entries, ok := p.log.LoadProducerSnapshot(from, limit); ok {
+		p.producers.restore(entries, p.cfg.LogAppendTime)
+		from = off
+	}
+	p.loadedFrom = from
+	var aborts []AbortedTxn
+	err := p.log.ScanWithControl(from, func(h recordbatch.Header, control []byte) bool {
+		if a := p.abortOfLocked(h, control); a != nil {
+			aborts = append(aborts, *a)
+		}
 		p.applyBatchLocked(h, control)
 		return true
 	})
 	if err != nil {
 		return fmt.Errorf("rebuild producer state of %s: %w", p.tp, err)
 	}
-	// A rebuild completes every transaction in the log; only those with
-	// markers at or above the high watermark are unreplicated.
+	if err := p.log.RepairTxnIndex(aborts); err != nil {
+		return fmt.Errorf("rebuild producer state of %s: %w", p.tp, err)
+	}
+	// Only the transactions with markers at or above the high watermark
+	// are unreplicated.
 	p.producers.lastStableOffset(p.highWatermark)
 	return nil
 }
@@ -555,7 +643,6 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 		if err := p.log.SetStartOffset(offset); err != nil {
 			return -1, closedAsNotLeader(fmt.Errorf("delete records of %s before %d: %w", p.tp, offset, err))
 		}
-		p.producers.forgetBelow(p.log.StartOffset())
 	}
 	return p.log.StartOffset(), nil
 }
@@ -577,12 +664,7 @@ func (p *Partition) enforceRetention(now time.Time) error {
 	p.mu.Lock()
 	hw := p.highWatermark
 	p.mu.Unlock()
-	n, err := p.log.DeleteOldSegments(now, hw)
-	if n > 0 {
-		p.mu.Lock()
-		p.producers.forgetBelow(p.log.StartOffset())
-		p.mu.Unlock()
-	}
+	_, err := p.log.DeleteOldSegments(now, hw)
 	return err
 }
 

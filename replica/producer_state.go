@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/segment"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -18,6 +19,7 @@ const maxCachedBatches = 5
 type cachedBatch struct {
 	firstSeq, lastSeq int32
 	baseOffset        int64
+	offsetDelta       int32 // last offset - base offset
 	timestamp         int64 // log append time or -1
 }
 
@@ -42,17 +44,9 @@ func (e *producerEntry) lastSeq() int32 {
 	return e.batches[len(e.batches)-1].lastSeq
 }
 
-// AbortedTxn is one aborted transaction of a partition: Kafka's AbortedTxn,
-// what a read_committed Fetch returns so consumers skip its records.
-type AbortedTxn struct {
-	ProducerID  int64
-	FirstOffset int64 // the transaction's first record on this partition
-	LastOffset  int64 // the abort marker
-	// LastStableOffset is the partition's last stable offset right after
-	// the abort: no later aborted transaction starts below it, which lets
-	// a search stop (Kafka's TransactionIndex.collectAbortedTxns).
-	LastStableOffset int64
-}
+// AbortedTxn is one aborted transaction of a partition (Kafka's
+// AbortedTxn), kept in the segments' .txnindex files.
+type AbortedTxn = segment.AbortedTxn
 
 // completedTxn is a transaction whose marker is written but not yet below
 // the high watermark (Kafka's unreplicatedTxns): until it is, the last
@@ -71,7 +65,6 @@ type producerStates struct {
 	// last stable offset costs the open transactions, not every producer.
 	open         map[int64]int64
 	unreplicated []completedTxn // marker offset order
-	aborted      []AbortedTxn   // LastOffset order
 }
 
 func newProducerStates() *producerStates {
@@ -160,10 +153,11 @@ func (s *producerStates) update(h recordbatch.Header, logAppendTime int64) {
 		e.batches = e.batches[:maxCachedBatches-1]
 	}
 	e.batches = append(e.batches, cachedBatch{
-		firstSeq:   h.BaseSequence,
-		lastSeq:    h.LastSequence(),
-		baseOffset: h.BaseOffset,
-		timestamp:  logAppendTime,
+		firstSeq:    h.BaseSequence,
+		lastSeq:     h.LastSequence(),
+		baseOffset:  h.BaseOffset,
+		offsetDelta: h.LastOffsetDelta,
+		timestamp:   logAppendTime,
 	})
 }
 
@@ -207,9 +201,31 @@ func (s *producerStates) checkMarker(producerID int64, epoch int16, coordinatorE
 	return nil
 }
 
+// abortFor is the .txnindex entry of the marker h (control c) about to be
+// written, when it aborts an open transaction: its last stable offset is
+// the partition's right after the abort (Kafka's
+// ProducerStateManager.lastStableOffset(completedTxn)). It changes nothing.
+func (s *producerStates) abortFor(h recordbatch.Header, c recordbatch.Control) (AbortedTxn, bool) {
+	if h.ProducerID < 0 || c.Type != recordbatch.ControlAbort {
+		return AbortedTxn{}, false
+	}
+	e, ok := s.byID[h.ProducerID]
+	if !ok || e.txnFirstOffset < 0 {
+		return AbortedTxn{}, false
+	}
+	lso := h.BaseOffset + 1
+	for id, f := range s.open {
+		if id != h.ProducerID {
+			lso = min(lso, f)
+		}
+	}
+	return AbortedTxn{ProducerID: h.ProducerID, FirstOffset: e.txnFirstOffset, LastOffset: h.BaseOffset, LastStableOffset: lso}, true
+}
+
 // completeTxn records a marker written at h.BaseOffset (as leader, as
-// follower, or while rebuilding from the log). An abort that ended an open
-// transaction is remembered for read_committed fetches.
+// follower, or while rebuilding from the log). The transaction it ends
+// stays unreplicated until the marker is below the high watermark; an
+// abort's .txnindex entry (abortFor) is written with the marker.
 func (s *producerStates) completeTxn(h recordbatch.Header, c recordbatch.Control) {
 	if h.ProducerID < 0 || (c.Type != recordbatch.ControlAbort && c.Type != recordbatch.ControlCommit) {
 		return
@@ -224,13 +240,6 @@ func (s *producerStates) completeTxn(h recordbatch.Header, c recordbatch.Control
 	e.txnFirstOffset = -1
 	delete(s.open, h.ProducerID)
 	s.unreplicated = append(s.unreplicated, completedTxn{producerID: h.ProducerID, firstOffset: first, markerOffset: h.BaseOffset})
-	if c.Type == recordbatch.ControlAbort {
-		lso := h.BaseOffset + 1
-		for _, f := range s.open {
-			lso = min(lso, f)
-		}
-		s.aborted = append(s.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset, LastStableOffset: lso})
-	}
 }
 
 // lastStableOffset is Kafka's last stable offset under high watermark hw:
@@ -256,30 +265,12 @@ func (s *producerStates) lastStableOffset(hw int64) int64 {
 	return lso
 }
 
-// abortedTxns returns the aborted transactions a read_committed fetch of
-// [from, upTo) must know: those ending at or after from and starting
-// before upTo. As Kafka, the search stops at the first transaction whose
-// last stable offset reaches upTo: none after it can start below upTo.
-func (s *producerStates) abortedTxns(from, upTo int64) []AbortedTxn {
-	i, _ := slices.BinarySearchFunc(s.aborted, from, func(a AbortedTxn, off int64) int { return cmp.Compare(a.LastOffset, off) })
-	var out []AbortedTxn
-	for _, a := range s.aborted[i:] {
-		if a.FirstOffset < upTo {
-			out = append(out, a)
-		}
-		if a.LastStableOffset >= upTo {
-			break
-		}
-	}
-	return out
-}
-
 // truncateFrom forgets what the log held from offset on, when every
 // marker at or above offset is still in unreplicated, which holds when
 // offset is at or above the high watermark (markers leave unreplicated only
 // once below it). Transactions whose marker is removed are open again from
 // their first offset; those that began at or above offset are gone; cached
-// batches and aborted transactions from offset on are dropped. (A producer
+// batches from offset on are dropped (the log trims its .txnindex). (A producer
 // epoch raised by a removed marker stays raised: that fences more, not
 // less, and the coordinator writes the marker again.) Below the high
 // watermark the caller rebuilds from the log instead.
@@ -298,8 +289,6 @@ func (s *producerStates) truncateFrom(offset int64) {
 	}
 	clear(s.unreplicated[len(kept):])
 	s.unreplicated = kept
-	i, _ := slices.BinarySearchFunc(s.aborted, offset, func(a AbortedTxn, off int64) int { return cmp.Compare(a.LastOffset, off) })
-	s.aborted = s.aborted[:i]
 	for id, e := range s.byID {
 		if e.txnFirstOffset >= offset {
 			e.txnFirstOffset = -1
@@ -338,11 +327,61 @@ func (s *producerStates) expire(beforeMs int64) {
 	}
 }
 
-// forgetBelow drops aborted transactions that end below the log start
-// offset: no fetch can reach them any more.
-func (s *producerStates) forgetBelow(logStart int64) {
-	i, _ := slices.BinarySearchFunc(s.aborted, logStart, func(a AbortedTxn, off int64) int { return cmp.Compare(a.LastOffset, off) })
-	s.aborted = slices.Delete(s.aborted, 0, i)
+// snapshot is the state to write to a producer snapshot file (Kafka's v1
+// entries, by producer id): of the cached batches only the last is kept.
+func (s *producerStates) snapshot() []segment.ProducerSnapshotEntry {
+	out := make([]segment.ProducerSnapshotEntry, 0, len(s.byID))
+	for id, e := range s.byID {
+		se := segment.ProducerSnapshotEntry{
+			ProducerID: id, Epoch: e.epoch, LastSequence: -1, LastOffset: -1,
+			Timestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnFirstOffset: e.txnFirstOffset,
+		}
+		if n := len(e.batches); n > 0 {
+			b := e.batches[n-1]
+			se.LastSequence, se.LastOffset, se.OffsetDelta = b.lastSeq, b.baseOffset+int64(b.offsetDelta), b.offsetDelta
+		}
+		out = append(out, se)
+	}
+	slices.SortFunc(out, func(a, b segment.ProducerSnapshotEntry) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
+}
+
+// restore loads the entries of a snapshot into empty state. Each producer
+// comes back with its last batch only, as in Kafka; logAppendTime says
+// whether that batch's timestamp is its log append time (the topic's
+// message.timestamp.type), which a duplicate's answer repeats.
+func (s *producerStates) restore(entries []segment.ProducerSnapshotEntry, logAppendTime bool) {
+	for _, se := range entries {
+		e := &producerEntry{epoch: se.Epoch, txnFirstOffset: se.CurrentTxnFirstOffset, coordinatorEpoch: se.CoordinatorEpoch, lastTimestamp: se.Timestamp}
+		if se.LastOffset >= 0 && se.LastSequence >= 0 && se.OffsetDelta >= 0 {
+			ts := int64(-1)
+			if logAppendTime {
+				ts = se.Timestamp
+			}
+			e.batches = []cachedBatch{{
+				firstSeq:    decrementSequence(se.LastSequence, se.OffsetDelta),
+				lastSeq:     se.LastSequence,
+				baseOffset:  se.LastOffset - int64(se.OffsetDelta),
+				offsetDelta: se.OffsetDelta,
+				timestamp:   ts,
+			}}
+		}
+		if e.txnFirstOffset < 0 {
+			e.txnFirstOffset = -1
+		} else {
+			s.open[se.ProducerID] = e.txnFirstOffset
+		}
+		s.byID[se.ProducerID] = e
+	}
+}
+
+// decrementSequence is Kafka's DefaultRecordBatch.decrementSequence:
+// sequences wrap from MaxInt32 to 0.
+func decrementSequence(seq, by int32) int32 {
+	if seq < by {
+		return 1<<31 - 1 - (by - seq) + 1
+	}
+	return seq - by
 }
 
 // ProducerInfo is one producer's state on a partition (DescribeProducers).

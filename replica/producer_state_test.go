@@ -90,16 +90,44 @@ var (
 	abortMarker  = recordbatch.Control{Type: recordbatch.ControlAbort, CoordinatorEpoch: 0}
 )
 
+// completeRecording is completeTxn with the .txnindex entry its caller
+// writes for an abort appended to *aborted.
+func completeRecording(s *producerStates, aborted *[]AbortedTxn, h recordbatch.Header, c recordbatch.Control) {
+	if a, ok := s.abortFor(h, c); ok {
+		*aborted = append(*aborted, a)
+	}
+	s.completeTxn(h, c)
+}
+
+// collectAborted is what segment.Log.CollectAbortedTxns answers over one
+// index holding aborted.
+func collectAborted(aborted []AbortedTxn, from, upTo int64) []AbortedTxn {
+	var out []AbortedTxn
+	for _, a := range aborted {
+		if a.LastOffset < from {
+			continue
+		}
+		if a.FirstOffset < upTo {
+			out = append(out, a)
+		}
+		if a.LastStableOffset >= upTo {
+			break
+		}
+	}
+	return out
+}
+
 // A transcript of two producers' transactions interleaved on one partition:
 // the last stable offset and the aborted transactions after every step.
 func TestProducerStateTransactions(t *testing.T) {
 	s := newProducerStates()
+	var aborted []AbortedTxn
 	type step struct {
 		name        string
 		do          func()
 		hw          int64
 		wantLSO     int64
-		wantAborted []AbortedTxn // abortedTxns(0, 100)
+		wantAborted []AbortedTxn // collectAborted(aborted, 0, 100)
 	}
 	steps := []step{
 		{"idempotent batch", func() { s.update(hdr(9, 0, 0, 2, 0), -1) }, 2, 2, nil},
@@ -108,13 +136,13 @@ func TestProducerStateTransactions(t *testing.T) {
 		{"producer 1 writes more", func() { s.update(txnHdr(1, 0, 3, 1, 6), -1) }, 7, 2, nil},
 		{"producer 1 commits at 7, marker not yet replicated", func() { s.completeTxn(markerHdr(1, 0, 7), commitMarker) }, 7, 2, nil},
 		{"marker replicated: producer 2 holds the LSO", func() {}, 8, 5, nil},
-		{"producer 2 aborts at 8", func() { s.completeTxn(markerHdr(2, 0, 8), abortMarker) }, 9, 9,
+		{"producer 2 aborts at 8", func() { completeRecording(s, &aborted, markerHdr(2, 0, 8), abortMarker) }, 9, 9,
 			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}}},
 		{"producer 1 opens again at 9", func() { s.update(txnHdr(1, 0, 4, 1, 9), -1) }, 10, 9,
 			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}}},
-		{"a marker without an open transaction changes nothing", func() { s.completeTxn(markerHdr(2, 0, 10), abortMarker) }, 11, 9,
+		{"a marker without an open transaction changes nothing", func() { completeRecording(s, &aborted, markerHdr(2, 0, 10), abortMarker) }, 11, 9,
 			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}}},
-		{"producer 1 aborts at 11 with a bumped epoch", func() { s.completeTxn(markerHdr(1, 1, 11), abortMarker) }, 12, 12,
+		{"producer 1 aborts at 11 with a bumped epoch", func() { completeRecording(s, &aborted, markerHdr(1, 1, 11), abortMarker) }, 12, 12,
 			[]AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 8, LastStableOffset: 9}, {ProducerID: 1, FirstOffset: 9, LastOffset: 11, LastStableOffset: 12}}},
 	}
 	for _, st := range steps {
@@ -122,22 +150,18 @@ func TestProducerStateTransactions(t *testing.T) {
 		if got := s.lastStableOffset(st.hw); got != st.wantLSO {
 			t.Fatalf("%s: LSO = %d, want %d", st.name, got, st.wantLSO)
 		}
-		if got := s.abortedTxns(0, 100); !slices.Equal(got, st.wantAborted) {
+		if got := collectAborted(aborted, 0, 100); !slices.Equal(got, st.wantAborted) {
 			t.Fatalf("%s: aborted = %+v, want %+v", st.name, got, st.wantAborted)
 		}
 	}
 	if e := s.byID[1]; e.epoch != 1 || len(e.batches) != 0 {
 		t.Fatalf("the abort marker's epoch is the producer's: %+v", e)
 	}
-	if got := s.abortedTxns(9, 100); len(got) != 1 || got[0].ProducerID != 1 {
+	if got := collectAborted(aborted, 9, 100); len(got) != 1 || got[0].ProducerID != 1 {
 		t.Fatalf("abortedTxns(9, 100) = %+v, want producer 1's only", got)
 	}
-	if got := s.abortedTxns(0, 5); len(got) != 0 {
+	if got := collectAborted(aborted, 0, 5); len(got) != 0 {
 		t.Fatalf("abortedTxns(0, 5) = %+v: producer 2's transaction starts at 5", got)
-	}
-	s.forgetBelow(9)
-	if got := s.abortedTxns(0, 100); len(got) != 1 {
-		t.Fatalf("after forgetBelow(9): %+v", got)
 	}
 }
 
@@ -208,9 +232,9 @@ func TestProducerStateTruncateMatchesRebuild(t *testing.T) {
 			}
 			offset++
 		}
-		apply := func(s *producerStates, st step) {
+		apply := func(s *producerStates, aborted *[]AbortedTxn, st step) {
 			if st.ctrl != nil {
-				s.completeTxn(st.h, *st.ctrl)
+				completeRecording(s, aborted, st.h, *st.ctrl)
 			} else {
 				s.update(st.h, -1)
 			}
@@ -218,24 +242,27 @@ func TestProducerStateTruncateMatchesRebuild(t *testing.T) {
 		hw := int64(rng.IntN(len(log) + 1))
 		target := hw + int64(rng.IntN(len(log)-int(hw)+1))
 		trimmed := newProducerStates()
+		var trimmedAborted, rebuiltAborted []AbortedTxn
 		for i, st := range log {
-			apply(trimmed, st)
+			apply(trimmed, &trimmedAborted, st)
 			if i%5 == 0 { // the LSO is read now and then, pruning at hw
 				trimmed.lastStableOffset(min(hw, int64(i)+1))
 			}
 		}
 		trimmed.lastStableOffset(hw)
 		trimmed.truncateFrom(target)
+		// The log's truncation trims the .txnindex the same way.
+		trimmedAborted = slices.DeleteFunc(trimmedAborted, func(a AbortedTxn) bool { return a.LastOffset >= target })
 		rebuilt := newProducerStates()
 		for _, st := range log[:target] {
-			apply(rebuilt, st)
+			apply(rebuilt, &rebuiltAborted, st)
 		}
 		for _, at := range []int64{hw, target} {
 			if a, b := trimmed.lastStableOffset(at), rebuilt.lastStableOffset(at); a != b {
 				t.Fatalf("seed %d (hw %d, truncated at %d): LSO at %d: trimmed %d, rebuilt %d", seed, hw, target, at, a, b)
 			}
 		}
-		if a, b := trimmed.abortedTxns(0, 1<<40), rebuilt.abortedTxns(0, 1<<40); !slices.Equal(a, b) {
+		if a, b := collectAborted(trimmedAborted, 0, 1<<40), collectAborted(rebuiltAborted, 0, 1<<40); !slices.Equal(a, b) {
 			t.Fatalf("seed %d: aborted: trimmed %+v, rebuilt %+v", seed, a, b)
 		}
 		if a, b := fmt.Sprint(trimmed.open), fmt.Sprint(rebuilt.open); a != b {

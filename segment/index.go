@@ -38,17 +38,11 @@ type mmapFile struct {
 // Every whole entry in the file counts as used; callers drop trailing zero
 // entries and run the sanity check.
 func openMmapFile(path string, entrySize int) (*mmapFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, size, err := openSized(path, os.O_RDWR|os.O_CREATE)
 	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	m := &mmapFile{path: path, file: f, entrySize: entrySize}
-	size := st.Size()
 	if size%int64(entrySize) != 0 {
 		m.misaligned = true
 		size -= size % int64(entrySize)

@@ -110,6 +110,12 @@ type Log struct {
 	lastFlush     time.Time // time of the last flush
 	truncations   uint64    // bumped by every truncation, so stale flushers do not advance recoveryPoint
 	closed        bool
+	// txnCompleteBelow: every abort marker below it has its .txnindex
+	// entry (TxnIndexCompleteBelow).
+	txnCompleteBelow int64
+	// snapshots are the offsets of the producer state snapshot files in
+	// the directory, ascending.
+	snapshots []int64
 }
 
 // Dir is the partition directory.
@@ -172,6 +178,12 @@ func (l *Log) errorf(format string, args ...any) error {
 // leader epoch entry when the batch carries a newer epoch, and fsyncs when
 // FlushMessages or FlushInterval say so.
 func (l *Log) Append(batch []byte, h recordbatch.Header) error {
+	return l.append(batch, h, nil)
+}
+
+// append is Append, with the .txnindex entry of an abort marker when abort
+// is set.
+func (l *Log) append(batch []byte, h recordbatch.Header, abort *AbortedTxn) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -191,6 +203,13 @@ func (l *Log) Append(batch []byte, h recordbatch.Header) error {
 	}
 	if err := l.activeLocked().append(batch, h, l.cfg.IndexIntervalBytes); err != nil {
 		return l.errorf("append: %w", err)
+	}
+	if abort != nil {
+		// A failure leaves the marker without its entry in a log that
+		// goes on: the caller treats it as the storage failure it is.
+		if err := l.activeLocked().txnIdx.append(*abort); err != nil {
+			return l.errorf("append: %w", err)
+		}
 	}
 	if e := h.PartitionLeaderEpoch; e >= 0 {
 		if latest, ok := l.epochs.latest(); !ok || e > latest.Epoch {

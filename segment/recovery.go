@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,6 +51,8 @@ func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log
 		now:         time.Now,
 		cfg:         cfg.normalized(),
 		persistedRP: -1,
+
+		txnCompleteBelow: math.MaxInt64,
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, l.errorf("open: %w", err)
@@ -146,6 +149,9 @@ func (l *Log) load(clean bool) error {
 		if err != nil {
 			return err
 		}
+		if err := l.loadTxnIndex(s, !clean && (last || nextBase > rp), rp); err != nil {
+			return err
+		}
 		if !last && dropped > 0 {
 			// Kafka: segments after a corrupted one are unflushed garbage.
 			for _, b := range bases[i+1:] {
@@ -184,6 +190,18 @@ func (l *Log) load(clean bool) error {
 		}
 	}
 
+	// Kafka's truncateAndReload at load: a snapshot past the log end
+	// describes batches that are gone. After a crash, one past the
+	// recovery point may describe batches a truncation removed just
+	// before (its unlink not yet durable), so it goes too.
+	snapLimit := leo
+	if !clean {
+		snapLimit = min(leo, max(rp, l.segments[0].base))
+	}
+	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o > snapLimit }); err != nil {
+		return l.errorf("open: %w", err)
+	}
+
 	l.lastFlush = now
 	if recovered {
 		// Make the recovered state durable, then start from it.
@@ -194,6 +212,32 @@ func (l *Log) load(clean bool) error {
 	}
 	l.recoveryPoint = leo
 	l.persistRecoveryPointLocked()
+	return nil
+}
+
+// loadTxnIndex makes s's .txnindex agree with its batches. A segment that
+// crash recovery rescanned (recovered) keeps only the entries below the
+// recovery point rp, which were fsynced before rp was; the markers from rp
+// on may be gone or their entries torn, so TxnIndexCompleteBelow drops to
+// rp and the caller re-adds them from a scan. Any segment's entries must
+// be ordered and lie inside it; a damaged index is emptied (with a log
+// line) and re-added from the segment's base likewise.
+func (l *Log) loadTxnIndex(s *segment, recovered bool, rp int64) error {
+	x := s.txnIdx
+	if recovered {
+		from := max(rp, s.base)
+		if err := x.truncateTo(from); err != nil {
+			return l.errorf("open: %w", err)
+		}
+		l.txnCompleteBelow = min(l.txnCompleteBelow, from)
+	}
+	if err := x.check(s.base, s.next); err != nil {
+		l.logger.Warn("damaged transaction index; re-adding its entries from the markers", "file", x.path, "err", err)
+		if err := x.truncateEntries(0); err != nil {
+			return l.errorf("open: %w", err)
+		}
+		l.txnCompleteBelow = min(l.txnCompleteBelow, s.base)
+	}
 	return nil
 }
 
@@ -286,7 +330,11 @@ func (l *Log) scanDir() ([]int64, error) {
 			bases = append(bases, b)
 			continue
 		}
-		for _, sfx := range []string{indexSuffix, timeIndexSuffix} {
+		if b, ok := parseBase(name, snapshotSuffix); ok {
+			l.snapshots = append(l.snapshots, b)
+			continue
+		}
+		for _, sfx := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if b, ok := parseBase(name, sfx); ok {
 				indexes = append(indexes, idxFile{name, b})
 			}
@@ -301,6 +349,7 @@ func (l *Log) scanDir() ([]int64, error) {
 		}
 	}
 	slices.Sort(bases)
+	slices.Sort(l.snapshots)
 	kept := bases[:0]
 	for i, b := range bases {
 		if i < len(bases)-1 {
@@ -336,7 +385,7 @@ func indexState(dir string, base int64) (missing, empty bool) {
 }
 
 func removeSegmentFiles(dir string, base int64) error {
-	for _, sfx := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, sfx := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		if err := os.Remove(segmentPath(dir, base, sfx)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove segment %d: %w", base, err)
 		}

@@ -52,6 +52,11 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.errorf("truncate to %d: %w", offset, err)
 	}
 	newEnd := s.next
+	// Kafka's truncateAndReload: snapshots past the new end describe
+	// batches that are gone.
+	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o > newEnd }); err != nil {
+		return l.errorf("truncate to %d: %w", offset, err)
+	}
 	l.logger.Info("truncated log", "target_offset", offset, "end_offset", newEnd, "previous_end_offset", leo,
 		"bytes_dropped_in_segment", before-s.size)
 	if l.recoveryPoint > newEnd {
@@ -93,6 +98,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		}
 	}
 	l.segments = nil
+	if err := l.deleteSnapshotsLocked(func(int64) bool { return true }); err != nil {
+		return l.errorf("truncate fully: %w", err)
+	}
 	s, err := openSegment(l.dir, offset, true, l.now())
 	if err == nil {
 		err = s.resizeIndexes(int64(l.cfg.MaxIndexBytes))
@@ -147,6 +155,9 @@ func (l *Log) SetStartOffset(offset int64) error {
 	}
 	if err := l.deleteFirstLocked(n, "log start offset breach"); err != nil {
 		return err
+	}
+	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o < l.startOffset }); err != nil {
+		l.logger.Warn("deleting producer snapshots below the log start failed", "err", err)
 	}
 	if l.epochs.truncateFromStart(l.startOffset) {
 		return l.writeEpochsLocked()
@@ -231,6 +242,9 @@ func (l *Log) DeleteOldSegments(now time.Time, limit int64) (int, error) {
 		if err := l.deleteFirstLocked(1, reasons[k]); err != nil {
 			return k, err
 		}
+	}
+	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o < l.startOffset }); err != nil {
+		l.logger.Warn("deleting producer snapshots below the log start failed", "err", err)
 	}
 	if l.epochs.truncateFromStart(l.startOffset) {
 		if err := l.writeEpochsLocked(); err != nil {

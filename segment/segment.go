@@ -40,6 +40,7 @@ type segment struct {
 	next    int64 // offset after the last batch; base when empty
 	offIdx  *offsetIndex
 	timeIdx *timeIndex
+	txnIdx  *txnIndex // aborted transactions whose markers are in this segment
 
 	maxTs       int64 // largest batch max timestamp; -1 if none
 	maxTsOffset int64 // last offset of the first batch with maxTs; -1 if none
@@ -59,22 +60,17 @@ func openSegment(dir string, base int64, create bool, now time.Time) (*segment, 
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE | os.O_TRUNC
-		for _, sfx := range []string{indexSuffix, timeIndexSuffix} {
+		for _, sfx := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if err := os.Remove(segmentPath(dir, base, sfx)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, err
 			}
 		}
 	}
-	f, err := os.OpenFile(logPath, flags, 0o644)
+	f, size, err := openSized(logPath, flags)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	s := &segment{dir: dir, base: base, log: f, size: st.Size(), next: base,
+	s := &segment{dir: dir, base: base, log: f, size: size, next: base,
 		maxTs: -1, maxTsOffset: -1, created: now}
 	if s.offIdx, err = openOffsetIndex(segmentPath(dir, base, indexSuffix), base); err != nil {
 		f.Close()
@@ -85,10 +81,30 @@ func openSegment(dir string, base int64, create bool, now time.Time) (*segment, 
 		f.Close()
 		return nil, err
 	}
+	if s.txnIdx, err = openTxnIndex(segmentPath(dir, base, txnIndexSuffix)); err != nil {
+		s.timeIdx.close()
+		s.offIdx.close()
+		f.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
 func (s *segment) name() string { return s.log.Name() }
+
+// openSized opens path with flag and returns its size.
+func openSized(path string, flag int) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
 
 // resizeIndexes sets both index files to the preallocated size (active
 // segment) or, with maxBytes 0, trims them to their entries.
@@ -382,6 +398,9 @@ func (s *segment) truncateTo(offset int64, maxIndexBytes int64, now time.Time) e
 	}
 	s.offIdx.truncateTo(offset)
 	s.timeIdx.truncateTo(offset)
+	if err := s.txnIdx.truncateTo(offset); err != nil {
+		return err
+	}
 	if err := s.resizeIndexes(maxIndexBytes); err != nil {
 		return err
 	}
@@ -417,12 +436,15 @@ func (s *segment) sync() error {
 	if err := s.timeIdx.sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", s.timeIdx.path, err)
 	}
+	if err := s.txnIdx.sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", s.txnIdx.path, err)
+	}
 	return nil
 }
 
 // close unmaps and closes the files (without trimming).
 func (s *segment) close() error {
-	err := errors.Join(s.offIdx.close(), s.timeIdx.close())
+	err := errors.Join(s.offIdx.close(), s.timeIdx.close(), s.txnIdx.close())
 	if cerr := s.log.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -433,7 +455,7 @@ func (s *segment) close() error {
 func (s *segment) remove() error {
 	err := s.close()
 	s.removed = true
-	for _, p := range []string{s.offIdx.path, s.timeIdx.path, s.name()} {
+	for _, p := range []string{s.offIdx.path, s.timeIdx.path, s.txnIdx.path, s.name()} {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}

@@ -1,0 +1,206 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"slices"
+
+	"github.com/kbroker/kbroker/internal/atomicfile"
+)
+
+// Producer state snapshots are Kafka's ProducerStateManager snapshot files,
+// "<20-digit offset>.snapshot" in the partition directory: the producer
+// state valid at that offset (every batch below it applied, none at or
+// after it). Layout, big-endian (schema version 1):
+//
+//	version int16 (1) | crc uint32 | count int32 | count entries of
+//	  producerId int64 | epoch int16 | lastSequence int32 | lastOffset int64 |
+//	  offsetDelta int32 | timestamp int64 | coordinatorEpoch int32 |
+//	  currentTxnFirstOffset int64
+//
+// The CRC-32C covers everything after the crc field (the count and the
+// entries). A producer without a known batch has lastSequence -1,
+// lastOffset -1 and offsetDelta 0; currentTxnFirstOffset is -1 without an
+// open transaction.
+const (
+	snapshotSuffix          = ".snapshot"
+	producerSnapshotVersion = 1
+	snapshotHeaderSize      = 2 + 4 + 4
+	snapshotEntrySize       = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
+)
+
+// ProducerSnapshotEntry is one producer of a snapshot (Kafka's v1 entry).
+type ProducerSnapshotEntry struct {
+	ProducerID            int64
+	Epoch                 int16
+	LastSequence          int32 // last sequence of the last batch, -1 if none
+	LastOffset            int64 // last offset of the last batch, -1 if none
+	OffsetDelta           int32 // last offset - base offset of the last batch
+	Timestamp             int64 // max timestamp of the last batch or marker
+	CoordinatorEpoch      int32
+	CurrentTxnFirstOffset int64 // -1 without an open transaction
+}
+
+var (
+	snapshotCRCTable = crc32.MakeTable(crc32.Castagnoli)
+	// ErrCorruptSnapshot is returned (wrapped) by DecodeProducerSnapshot.
+	ErrCorruptSnapshot = errors.New("corrupt producer state snapshot")
+)
+
+// EncodeProducerSnapshot returns the bytes of a snapshot file.
+func EncodeProducerSnapshot(entries []ProducerSnapshotEntry) []byte {
+	b := make([]byte, snapshotHeaderSize+len(entries)*snapshotEntrySize)
+	binary.BigEndian.PutUint16(b[0:], producerSnapshotVersion)
+	binary.BigEndian.PutUint32(b[6:], uint32(len(entries)))
+	p := b[snapshotHeaderSize:]
+	for _, e := range entries {
+		binary.BigEndian.PutUint64(p[0:], uint64(e.ProducerID))
+		binary.BigEndian.PutUint16(p[8:], uint16(e.Epoch))
+		binary.BigEndian.PutUint32(p[10:], uint32(e.LastSequence))
+		binary.BigEndian.PutUint64(p[14:], uint64(e.LastOffset))
+		binary.BigEndian.PutUint32(p[22:], uint32(e.OffsetDelta))
+		binary.BigEndian.PutUint64(p[26:], uint64(e.Timestamp))
+		binary.BigEndian.PutUint32(p[34:], uint32(e.CoordinatorEpoch))
+		binary.BigEndian.PutUint64(p[38:], uint64(e.CurrentTxnFirstOffset))
+		p = p[snapshotEntrySize:]
+	}
+	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], snapshotCRCTable))
+	return b
+}
+
+// DecodeProducerSnapshot parses a snapshot file; a wrong version, CRC or
+// length is ErrCorruptSnapshot.
+func DecodeProducerSnapshot(b []byte) ([]ProducerSnapshotEntry, error) {
+	if len(b) < snapshotHeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes", ErrCorruptSnapshot, len(b))
+	}
+	if v := int16(binary.BigEndian.Uint16(b)); v != producerSnapshotVersion {
+		return nil, fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
+	}
+	if stored, computed := binary.BigEndian.Uint32(b[2:]), crc32.Checksum(b[6:], snapshotCRCTable); stored != computed {
+		return nil, fmt.Errorf("%w: stored crc %d, computed %d", ErrCorruptSnapshot, stored, computed)
+	}
+	n := int32(binary.BigEndian.Uint32(b[6:]))
+	if n < 0 || int64(len(b)-snapshotHeaderSize) != int64(n)*snapshotEntrySize {
+		return nil, fmt.Errorf("%w: %d entries in %d bytes", ErrCorruptSnapshot, n, len(b))
+	}
+	out := make([]ProducerSnapshotEntry, n)
+	p := b[snapshotHeaderSize:]
+	for i := range out {
+		out[i] = ProducerSnapshotEntry{
+			ProducerID:            int64(binary.BigEndian.Uint64(p[0:])),
+			Epoch:                 int16(binary.BigEndian.Uint16(p[8:])),
+			LastSequence:          int32(binary.BigEndian.Uint32(p[10:])),
+			LastOffset:            int64(binary.BigEndian.Uint64(p[14:])),
+			OffsetDelta:           int32(binary.BigEndian.Uint32(p[22:])),
+			Timestamp:             int64(binary.BigEndian.Uint64(p[26:])),
+			CoordinatorEpoch:      int32(binary.BigEndian.Uint32(p[34:])),
+			CurrentTxnFirstOffset: int64(binary.BigEndian.Uint64(p[38:])),
+		}
+		p = p[snapshotEntrySize:]
+	}
+	return out, nil
+}
+
+// WriteProducerSnapshot writes the producer state valid at offset (at most
+// the log end offset) to "<offset>.snapshot", atomically and fsynced, then
+// deletes the snapshots no longer needed, as Kafka keeps them: those below
+// both the base of the segment before the active one and the base of the
+// segment holding the recovery point. The file is written without the
+// lock; a truncation meanwhile, or an offset past the log end, discards it.
+func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntry) error {
+	l.mu.RLock()
+	closed, gen, leo := l.closed, l.truncations, l.endOffsetLocked()
+	l.mu.RUnlock()
+	if closed {
+		return l.errorf("write producer snapshot: %w", ErrClosed)
+	}
+	if offset > leo || offset < 0 {
+		return l.errorf("write producer snapshot at %d, log end offset %d: %w", offset, leo, ErrOffsetOutOfRange)
+	}
+	path := segmentPath(l.dir, offset, snapshotSuffix)
+	if err := atomicfile.Write(path, EncodeProducerSnapshot(entries)); err != nil {
+		return l.errorf("write producer snapshot: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.truncations != gen || offset > l.endOffsetLocked() {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return l.errorf("remove stale producer snapshot: %w", err)
+		}
+		return nil
+	}
+	if i, found := slices.BinarySearch(l.snapshots, offset); !found {
+		l.snapshots = slices.Insert(l.snapshots, i, offset)
+	}
+	keep := l.activeLocked().base
+	if n := len(l.segments); n > 1 {
+		keep = l.segments[n-2].base
+	}
+	keep = min(keep, l.segments[l.segmentIndexLocked(l.recoveryPoint)].base, offset)
+	return l.deleteSnapshotsLocked(func(o int64) bool { return o < keep })
+}
+
+// LoadProducerSnapshot reads the newest snapshot whose offset lies in
+// [minOffset, maxOffset]. A snapshot that cannot be read or is corrupt
+// (short, wrong CRC) is logged and deleted, and the next older one is
+// tried; ok is false when none is left.
+func (l *Log) LoadProducerSnapshot(minOffset, maxOffset int64) (offset int64, entries []ProducerSnapshotEntry, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.snapshots) - 1; i >= 0; i-- {
+		o := l.snapshots[i]
+		if o > maxOffset {
+			continue
+		}
+		if o < minOffset {
+			break
+		}
+		path := segmentPath(l.dir, o, snapshotSuffix)
+		b, err := os.ReadFile(path)
+		if err == nil {
+			entries, err = DecodeProducerSnapshot(b)
+		}
+		if err == nil {
+			return o, entries, true
+		}
+		l.logger.Warn("ignoring unreadable producer state snapshot", "file", path, "err", err)
+		if derr := l.deleteSnapshotsLocked(func(x int64) bool { return x == o }); derr != nil {
+			l.logger.Warn("removing unreadable producer state snapshot failed", "err", derr)
+			l.snapshots = slices.DeleteFunc(l.snapshots, func(x int64) bool { return x == o })
+		}
+	}
+	return 0, nil, false
+}
+
+// ProducerSnapshotOffsets lists the offsets of the snapshot files, ascending.
+func (l *Log) ProducerSnapshotOffsets() []int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return slices.Clone(l.snapshots)
+}
+
+// deleteSnapshotsLocked deletes the snapshot files whose offsets match.
+// One that cannot be removed stays listed, and the error says so.
+func (l *Log) deleteSnapshotsLocked(match func(offset int64) bool) error {
+	var errs []error
+	kept := l.snapshots[:0]
+	for _, o := range l.snapshots {
+		if !match(o) {
+			kept = append(kept, o)
+			continue
+		}
+		if err := os.Remove(segmentPath(l.dir, o, snapshotSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove producer snapshot: %w", err))
+			kept = append(kept, o)
+		}
+	}
+	l.snapshots = kept
+	if err := errors.Join(errs...); err != nil {
+		return l.errorf("%w", err)
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"sync/atomic"
 
 	"github.com/kbroker/kbroker/recordbatch"
 )
@@ -64,8 +65,11 @@ func decodeAbortedTxn(b []byte) (AbortedTxn, error) {
 // txnIndex is one segment's .txnindex. Appends and truncation run under the
 // Log's write lock, reads (pread) under its read lock.
 type txnIndex struct {
-	path    string
-	f       *os.File // nil while the file does not exist
+	path string
+	// f is nil while the file does not exist. Atomic: the background
+	// flush of a rolled segment syncs it without the Log's lock, while a
+	// truncation may close it.
+	f       atomic.Pointer[os.File]
 	entries int64
 	last    int64 // LastOffset of the last entry; -1 when empty
 }
@@ -81,7 +85,7 @@ func openTxnIndex(path string) (*txnIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.f = f
+	x.f.Store(f)
 	x.entries = size / abortedTxnSize
 	if size%abortedTxnSize != 0 {
 		if err := f.Truncate(x.entries * abortedTxnSize); err != nil {
@@ -102,7 +106,7 @@ func openTxnIndex(path string) (*txnIndex, error) {
 
 func (x *txnIndex) at(i int64) (AbortedTxn, error) {
 	var b [abortedTxnSize]byte
-	if _, err := x.f.ReadAt(b[:], i*abortedTxnSize); err != nil {
+	if _, err := x.f.Load().ReadAt(b[:], i*abortedTxnSize); err != nil {
 		return AbortedTxn{}, fmt.Errorf("read %s: %w", x.path, err)
 	}
 	return decodeAbortedTxn(b[:])
@@ -113,17 +117,17 @@ func (x *txnIndex) append(a AbortedTxn) error {
 	if a.LastOffset <= x.last {
 		return fmt.Errorf("%s: aborted transaction at %d is not after the last entry at %d", x.path, a.LastOffset, x.last)
 	}
-	if x.f == nil {
+	if x.f.Load() == nil {
 		f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
 		}
-		x.f = f
+		x.f.Store(f)
 	}
 	var b [abortedTxnSize]byte
 	a.encode(b[:])
-	if _, err := x.f.WriteAt(b[:], x.entries*abortedTxnSize); err != nil {
-		_ = x.f.Truncate(x.entries * abortedTxnSize)
+	if _, err := x.f.Load().WriteAt(b[:], x.entries*abortedTxnSize); err != nil {
+		_ = x.f.Load().Truncate(x.entries * abortedTxnSize)
 		return fmt.Errorf("write %s: %w", x.path, err)
 	}
 	x.entries++
@@ -160,10 +164,10 @@ func (x *txnIndex) truncateTo(offset int64) error {
 }
 
 func (x *txnIndex) truncateEntries(n int64) error {
-	if x.f == nil || n >= x.entries {
+	if x.f.Load() == nil || n >= x.entries {
 		return nil
 	}
-	if err := x.f.Truncate(n * abortedTxnSize); err != nil {
+	if err := x.f.Load().Truncate(n * abortedTxnSize); err != nil {
 		return fmt.Errorf("truncate %s: %w", x.path, err)
 	}
 	x.entries, x.last = n, -1
@@ -195,7 +199,7 @@ func (x *txnIndex) collect(from, upTo int64, out []AbortedTxn) ([]AbortedTxn, bo
 	for i < x.entries {
 		n := min(x.entries-i, int64(len(buf)/abortedTxnSize))
 		chunk := buf[:n*abortedTxnSize]
-		if _, err := x.f.ReadAt(chunk, i*abortedTxnSize); err != nil && !errors.Is(err, io.EOF) {
+		if _, err := x.f.Load().ReadAt(chunk, i*abortedTxnSize); err != nil && !errors.Is(err, io.EOF) {
 			return out, true, fmt.Errorf("read %s: %w", x.path, err)
 		}
 		for k := int64(0); k < n; k++ {
@@ -221,7 +225,7 @@ func (x *txnIndex) all() ([]AbortedTxn, error) {
 		return nil, nil
 	}
 	b := make([]byte, x.entries*abortedTxnSize)
-	if _, err := x.f.ReadAt(b, 0); err != nil {
+	if _, err := x.f.Load().ReadAt(b, 0); err != nil {
 		return nil, fmt.Errorf("read %s: %w", x.path, err)
 	}
 	out := make([]AbortedTxn, 0, x.entries)
@@ -254,19 +258,19 @@ func (x *txnIndex) check(base, next int64) error {
 }
 
 func (x *txnIndex) sync() error {
-	if x.f == nil {
+	f := x.f.Load()
+	if f == nil {
 		return nil
 	}
-	return x.f.Sync()
+	return f.Sync()
 }
 
 func (x *txnIndex) close() error {
-	if x.f == nil {
+	f := x.f.Swap(nil)
+	if f == nil {
 		return nil
 	}
-	err := x.f.Close()
-	x.f = nil
-	return err
+	return f.Close()
 }
 
 // CollectAbortedTxns returns the aborted transactions a read_committed

@@ -174,3 +174,33 @@ func unxerial(data []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// RecordAtTimestamp finds, in one batch, the first record at or after
+// minOffset whose timestamp is at least ts (Kafka's
+// LogSegment.findOffsetByTimestamp, record by record): its offset and
+// timestamp. A LogAppendTime batch stamps every record with its max
+// timestamp. ok is false when no record qualifies.
+func RecordAtTimestamp(batch []byte, ts, minOffset int64) (offset, timestamp int64, ok bool, err error) {
+	h, err := ParseHeader(batch)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	logAppend := h.Attributes&TimestampTypeBit != 0
+	stop := errors.New("found")
+	err = ForEachRecord(batch, func(r kmsg.Record) error {
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		rts := h.BaseTimestamp + r.TimestampDelta64
+		if logAppend {
+			rts = h.MaxTimestamp
+		}
+		if off >= minOffset && rts >= ts {
+			offset, timestamp, ok = off, rts, true
+			return stop
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		err = nil
+	}
+	return offset, timestamp, ok, err
+}

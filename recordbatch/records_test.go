@@ -158,3 +158,35 @@ func TestTxnMarkerRoundTrip(t *testing.T) {
 		t.Fatal("ParseControl of a data batch: no error")
 	}
 }
+
+func TestRecordAtTimestamp(t *testing.T) {
+	recs := []Record{
+		{Value: []byte("a"), TimestampDelta: 0},  // offset 100, ts 1000
+		{Value: []byte("b"), TimestampDelta: 50}, // 101, 1050
+		{Value: []byte("c"), TimestampDelta: 20}, // 102, 1020 (out of order, as clients may write)
+		{Value: []byte("d"), TimestampDelta: 90}, // 103, 1090
+	}
+	batch := Build(BatchSpec{BaseOffset: 100, FirstTimestamp: 1000, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	for _, c := range []struct {
+		ts, minOffset     int64
+		wantOff, wantTime int64
+		ok                bool
+	}{
+		{0, 0, 100, 1000, true},
+		{1001, 0, 101, 1050, true},
+		{1020, 0, 101, 1050, true}, // the first record at or after, in offset order
+		{1051, 0, 103, 1090, true},
+		{1000, 102, 102, 1020, true}, // below the log start: skipped
+		{1091, 0, 0, 0, false},
+	} {
+		off, ts, ok, err := RecordAtTimestamp(batch, c.ts, c.minOffset)
+		if err != nil || ok != c.ok || (ok && (off != c.wantOff || ts != c.wantTime)) {
+			t.Errorf("RecordAtTimestamp(%d, min %d) = %d, %d, %v, %v; want %d, %d, %v", c.ts, c.minOffset, off, ts, ok, err, c.wantOff, c.wantTime, c.ok)
+		}
+	}
+	// LogAppendTime: every record carries the batch's max timestamp.
+	SetLogAppendTime(batch, 5000)
+	if off, ts, ok, _ := RecordAtTimestamp(batch, 4000, 0); !ok || off != 100 || ts != 5000 {
+		t.Errorf("LogAppendTime batch: %d, %d, %v; want 100, 5000", off, ts, ok)
+	}
+}

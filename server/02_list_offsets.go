@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,10 +17,12 @@ import (
 // * -2 earliest (log start offset), -1 latest (high watermark, or the last
 //   stable offset for read_committed), -3 the
 //   batch with the largest timestamp (v7+), -4 earliest local (v8+, the log
-//   start offset: there is no tiered storage), and a timestamp: the first
-//   batch whose max timestamp is at or after it, at batch precision.
+//   start offset: there is no tiered storage), and a timestamp.
 // * Offsets at or above the high watermark (read_committed: the last stable
 //   offset) are never returned.
+// * A timestamp is answered at record precision: the first record, in
+//   offset order, whose timestamp is at or after it, and that record's
+//   timestamp (the batch is found with the .timeindex, then read).
 //
 // Version notes:
 // * v0: MaxNumOffsets and a list of offsets
@@ -80,6 +85,14 @@ func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clie
 		if moff < 0 || moff >= bound {
 			return -1, -1, -1, nil
 		}
+		// The record carrying it, not the end of its batch (KAFKA-16310).
+		roff, rts, found, err := b.recordAtTimestamp(part, topic, partition, moff, mts, st.LogStartOffset, bound)
+		if err != nil {
+			return -1, -1, -1, err
+		}
+		if found {
+			moff, mts = roff, rts
+		}
 		return moff, mts, st.LeaderEpoch, nil
 	}
 	if timestamp < 0 {
@@ -89,5 +102,29 @@ func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clie
 	if !ok || off >= bound {
 		return -1, -1, -1, nil
 	}
+	roff, rts, found, err := b.recordAtTimestamp(part, topic, partition, off, timestamp, off, bound)
+	if err != nil {
+		return -1, -1, -1, err
+	}
+	if found {
+		off, fts = roff, rts
+	}
 	return off, fts, st.LeaderEpoch, nil
+}
+
+// recordAtTimestamp refines an answer found at batch precision (the batch
+// holding offset): the first record of that batch at or after minOffset
+// whose timestamp is at least ts, as Kafka answers (the batch's max
+// timestamp qualifies, so one does). found is false when the batch does
+// not yield one below bound: the batch-precision answer then stands.
+func (b *Broker) recordAtTimestamp(part *replica.Partition, topic string, partition int32, offset, ts, minOffset, bound int64) (int64, int64, bool, error) {
+	batch, err := part.Log().Read(offset, 1, bound, true)
+	if err != nil {
+		return -1, -1, false, fmt.Errorf("%w: reading %s-%d at %d: %v", kerr.UnknownServerError, topic, partition, offset, err)
+	}
+	roff, rts, found, err := recordbatch.RecordAtTimestamp(batch, ts, minOffset)
+	if err != nil || !found || roff >= bound {
+		return -1, -1, false, nil
+	}
+	return roff, rts, true, nil
 }

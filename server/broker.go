@@ -17,6 +17,7 @@ import (
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/coordinator"
 	"github.com/kbroker/kbroker/internal/kafkaconn"
+	"github.com/kbroker/kbroker/internal/ratelog"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/kbroker/kbroker/txn"
 )
@@ -324,16 +325,31 @@ func (b *Broker) shutdownStorage() error {
 	return nil
 }
 
+// acceptLoop accepts connections until ln is closed. A failed accept
+// (out of descriptors, most often) is retried after a growing pause (see
+// acceptBackoff), logged at most once per acceptLogEvery.
 func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
+	var backoff acceptBackoff
+	logLimit := ratelog.New(acceptLogEvery)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			b.logger.Warn("accept failed", "err", err)
+			wait := backoff.failed()
+			if ok, suppressed := logLimit.Allow(time.Now()); ok {
+				b.logger.Warn("accept failed; retrying after a pause", "addr", ln.Addr().String(), "err", err,
+					"pause", wait, "failures_not_logged", suppressed)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 			continue
 		}
+		backoff.succeeded()
 		b.connsMu.Lock()
 		b.conns[c] = struct{}{}
 		b.connsMu.Unlock()

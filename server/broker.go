@@ -123,6 +123,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.checkOpenFileLimit()
 	mode := "embedded single node"
 	ccfg := controller.ClusterConfig{
 		Self:                b.self,

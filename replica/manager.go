@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/ratelog"
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/segment"
 )
@@ -66,6 +67,9 @@ type Manager struct {
 	// sendFiles bounds the segment file descriptors that reads hand out
 	// for sendfile across every partition.
 	sendFiles *sendfile.Budget
+	// descriptorLog rate-limits lines about appends failing for want of
+	// file descriptors, across every partition.
+	descriptorLog *ratelog.Limiter
 	// hwAtStart is the high watermark checkpoint read at Open.
 	hwAtStart map[TopicPartition]int64
 
@@ -121,6 +125,7 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		retiring:      map[TopicPartition]chan struct{}{},
 		logger:        logger,
 		sendFiles:     sendfile.NewBudget(sendfileMaxDescriptors),
+		descriptorLog: ratelog.New(5 * time.Second),
 		cleanShutdown: clean,
 		partitions:    make(map[TopicPartition]*Partition),
 		hwAtStart:     hw,
@@ -253,6 +258,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		logger:         m.logger.With("partition", tp.String()),
 		isrs:           m.cfg.ISRWriter,
 		onStorageError: m.cfg.OnStorageError,
+		descriptorLog:  m.descriptorLog,
 		stats:          &m.stats,
 		sendFiles:      m.sendFiles,
 		cfg:            cfg,

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/ratelog"
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/segment"
@@ -54,6 +56,9 @@ type Partition struct {
 	// failed disk); the broker then stops, as Kafka halts when its log
 	// dirs fail.
 	onStorageError func(error)
+	// descriptorLog, shared by the manager's partitions, rate-limits the
+	// lines about appends failing for want of file descriptors.
+	descriptorLog *ratelog.Limiter
 
 	// mu guards every field below.
 	mu          sync.Mutex
@@ -498,6 +503,7 @@ func (p *Partition) Producers() []ProducerInfo {
 // after.
 func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *AbortedTxn) error {
 	active := p.log.ActiveSegmentBase()
+	leo := p.log.EndOffset()
 	var err error
 	if abort != nil {
 		err = p.log.AppendAbortMarker(batch, h, *abort)
@@ -505,6 +511,11 @@ func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *Abor
 		err = p.log.Append(batch, h)
 	}
 	if err != nil {
+		if outOfDescriptors(err) && p.log.EndOffset() == leo {
+			// A roll could not open the new segment's files: nothing
+			// was written, and the same append can succeed later.
+			return fmt.Errorf("%w: %w", errOutOfDescriptors, err)
+		}
 		return err
 	}
 	if base := p.log.ActiveSegmentBase(); base != active && base == h.BaseOffset {
@@ -698,6 +709,15 @@ func (p *Partition) storageFailed(err error) error {
 	if errors.Is(err, segment.ErrUnexpectedOffset) {
 		return err
 	}
+	if errors.Is(err, errOutOfDescriptors) {
+		// Not a disk failure: the partition stays usable and the
+		// client retries (REQUEST_TIMED_OUT is retriable, and the batch
+		// was not written); a follower fetches the same offset again.
+		if ok, suppressed := p.descriptorLog.Allow(time.Now()); ok {
+			p.logger.Warn("append failed: out of file descriptors; answering a retriable error", "err", err, "failures_not_logged", suppressed)
+		}
+		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
+	}
 	if errors.Is(err, segment.ErrClosed) {
 		return closedAsNotLeader(err)
 	}
@@ -727,4 +747,15 @@ func union(a, b []int32) []int32 {
 		}
 	}
 	return out
+}
+
+// errOutOfDescriptors marks an append that failed, without writing
+// anything, because the process or the system ran out of file
+// descriptors (EMFILE, ENFILE): a retriable condition, not a storage
+// failure, so it neither fails the partition nor stops the broker.
+var errOutOfDescriptors = errors.New("out of file descriptors")
+
+// outOfDescriptors tells whether err is EMFILE or ENFILE.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// Limiter allows one line per interval. The zero value allows every line.
+// Limiter allows one line per interval. The zero value, and a nil
+// Limiter, allow every line.
 type Limiter struct {
 	every time.Duration
 
@@ -26,6 +27,9 @@ func New(every time.Duration) *Limiter { return &Limiter{every: every} }
 // suppressed is how many were held back since the previous allowed line
 // (to be logged with it).
 func (l *Limiter) Allow(now time.Time) (ok bool, suppressed int) {
+	if l == nil {
+		return true, 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !due(l.last, now, l.every) {

@@ -48,6 +48,11 @@ type Config struct {
 	MessageMaxBytes       int32 // message.max.bytes (default 1048588)
 	SocketRequestMaxBytes int32 // socket.request.max.bytes (default 100 MiB)
 
+	// ConnectionsMaxIdle is connections.max.idle.ms (default 10 min): a
+	// connection with no request in flight and none received for this
+	// long is closed. Negative (-1) never closes one.
+	ConnectionsMaxIdle time.Duration
+
 	ZookeeperConnect           string        // zookeeper.connect (empty = embedded single node)
 	ZookeeperSessionTimeout    time.Duration // zookeeper.session.timeout.ms (default 18s)
 	ZookeeperConnectionTimeout time.Duration // zookeeper.connection.timeout.ms (default: session timeout)

@@ -43,6 +43,7 @@ func Default() Config {
 
 		MessageMaxBytes:       1048588,
 		SocketRequestMaxBytes: 100 << 20,
+		ConnectionsMaxIdle:    10 * time.Minute,
 
 		ZookeeperSessionTimeout:    18 * time.Second,
 		ZookeeperConnectionTimeout: 18 * time.Second,
@@ -373,6 +374,7 @@ func properties() []prop {
 
 		int32Prop("message.max.bytes", "largest record batch accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MessageMaxBytes }),
 		int32Prop("socket.request.max.bytes", "largest request accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+		durationProp("connections.max.idle.ms", "close a connection idle this long; -1 never", time.Millisecond, math.MinInt64, true, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 
 		stringProp("zookeeper.connect", "host:port,...[/chroot]; empty runs an embedded single node", func(c *Config) *string { return &c.ZookeeperConnect }),
 		durationProp("zookeeper.session.timeout.ms", "ZooKeeper session timeout", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ZookeeperSessionTimeout }),

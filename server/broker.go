@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbroker/kbroker/config"
@@ -48,9 +49,12 @@ type Broker struct {
 	// own (a log dir that cannot be written).
 	fatal chan error
 
-	// connsMu guards conns, the open client connections, closed on shutdown.
+	// connsMu guards conns, the open client connections (closed on
+	// shutdown or when idle) and what is tracked of each.
 	connsMu sync.Mutex
-	conns   map[net.Conn]struct{}
+	conns   map[net.Conn]*connState
+	// connsClosedIdle counts connections closed by connections.max.idle.ms.
+	connsClosedIdle atomic.Int64
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -85,7 +89,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		logger:      logger,
 		self:        controller.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, Rack: cfg.BrokerRack},
 		fetches:     newFetchSessions(),
-		conns:       make(map[net.Conn]struct{}),
+		conns:       make(map[net.Conn]*connState),
 		viewChanged: make(chan struct{}),
 		fatal:       make(chan error, 1),
 	}, nil
@@ -221,6 +225,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.replicas.RunHWCheckpoints(serveCtx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.closeIdleConns(serveCtx)
+	}()
 	if metricsLn != nil {
 		wg.Add(1)
 		go func() {
@@ -351,8 +360,10 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			continue
 		}
 		backoff.succeeded()
+		st := &connState{}
+		st.touch(time.Now())
 		b.connsMu.Lock()
-		b.conns[c] = struct{}{}
+		b.conns[c] = st
 		b.connsMu.Unlock()
 		wg.Add(1)
 		go func() {
@@ -363,7 +374,7 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 				b.connsMu.Unlock()
 				c.Close()
 			}()
-			b.serveConn(ctx, c)
+			b.serveConn(ctx, c, st)
 		}()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
@@ -41,7 +42,10 @@ type queuedResponse struct {
 // Appends still happen one request at a time in arrival order and the
 // answers go out in order; any other request waits until every earlier
 // one is answered.
-func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
+//
+// st records when the connection was last active and how many requests
+// are in flight, for connections.max.idle.ms.
+func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 	logger := b.logger.With("remote", c.RemoteAddr().String())
 	queue := make(chan queuedResponse, maxPipelinedProduces-1)
 	var unanswered sync.WaitGroup
@@ -49,7 +53,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		b.writeResponses(c, logger, queue, &unanswered, &broken)
+		b.writeResponses(c, logger, queue, &unanswered, &broken, st)
 	}()
 	defer func() {
 		close(queue)
@@ -66,6 +70,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 			}
 			return
 		}
+		st.requestRead(time.Now())
 		hdr, req, err := protocol.ParseRequest(frame, versionRange)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnsupportedVersion) && hdr.APIKey == kmsg.ApiVersions.Int16() {
@@ -99,6 +104,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 			frameBuf = nil
 		}
 		if resp == nil {
+			st.requestDone(time.Now())
 			continue // acks=0 produce: no response
 		}
 		unanswered.Add(1)
@@ -110,7 +116,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn) {
 // complete (a produce's replication wait). After a failed write it sets
 // broken and closes the connection, which ends the reader, and drops the
 // rest without waiting for them.
-func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan queuedResponse, unanswered *sync.WaitGroup, broken *atomic.Bool) {
+func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan queuedResponse, unanswered *sync.WaitGroup, broken *atomic.Bool, st *connState) {
 	var out []byte
 	for q := range queue {
 		var err error
@@ -139,6 +145,7 @@ func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan qu
 		if cap(out) > 4<<20 {
 			out = nil // do not pin large fetch responses between requests
 		}
+		st.requestDone(time.Now())
 		unanswered.Done()
 	}
 }

@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Overload protection (issue 20): idle connections are closed after
+// connections.max.idle.ms, connections over max.connections.per.ip are
+// closed at once, and a broker out of file descriptors keeps serving.
+
+// overloadConn is a plain TCP connection speaking just enough Kafka to send
+// ApiVersions and notice when the broker closes it.
+type overloadConn struct {
+	net.Conn
+	corr int32
+}
+
+func dialOverload(addr string) (*overloadConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &overloadConn{Conn: c}, nil
+}
+
+// apiVersions sends an ApiVersions v0 request and reads its answer, each
+// step bounded by timeout.
+func (c *overloadConn) apiVersions(timeout time.Duration) error {
+	c.corr++
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 0
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("overload-test")).AppendRequest(nil, req, c.corr)
+	c.SetDeadline(time.Now().Add(timeout))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(frame); err != nil {
+		return fmt.Errorf("write ApiVersions: %w", err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return fmt.Errorf("read ApiVersions response: %w", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		return fmt.Errorf("read ApiVersions response: %w", err)
+	}
+	if len(body) < 4 || int32(binary.BigEndian.Uint32(body)) != c.corr {
+		return fmt.Errorf("ApiVersions response with the wrong correlation id")
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		return err
+	}
+	if resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
+		return fmt.Errorf("ApiVersions answered error %d with %d keys", resp.ErrorCode, len(resp.ApiKeys))
+	}
+	return nil
+}
+
+// waitClosed reads until the broker closes the connection (EOF or reset)
+// and fails if that does not happen within timeout.
+func (c *overloadConn) waitClosed(timeout time.Duration) error {
+	c.SetReadDeadline(time.Now().Add(timeout))
+	var buf [64]byte
+	for {
+		_, err := c.Read(buf[:])
+		var ne net.Error
+		switch {
+		case err == nil:
+			continue
+		case errors.As(err, &ne) && ne.Timeout():
+			return fmt.Errorf("still open after %v", timeout)
+		default:
+			return nil // EOF or reset: closed by the broker
+		}
+	}
+}
+
+// With connections.max.idle.ms=2000 an idle connection is closed 2-3 s
+// after its last response, while one sending a request every 500 ms stays
+// open.
+func TestIdleConnectionsClosed(t *testing.T) {
+	b := StartBroker(t, "connections.max.idle.ms=2000")
+	idle, err := dialOverload(b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	active, err := dialOverload(b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer active.Close()
+
+	var wg sync.WaitGroup
+	activeErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < 12; i++ { // 6 s, well past the idle time
+			if err := active.apiVersions(2 * time.Second); err != nil {
+				activeErr <- fmt.Errorf("active connection, request %d: %w", i, err)
+				return
+			}
+			<-tick.C
+		}
+	}()
+
+	if err := idle.apiVersions(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	last := time.Now()
+	if err := idle.waitClosed(5 * time.Second); err != nil {
+		t.Fatalf("idle connection: %v", err)
+	}
+	closedAfter := time.Since(last)
+	t.Logf("idle connection closed %v after its last response", closedAfter.Round(time.Millisecond))
+	if closedAfter < 1900*time.Millisecond || closedAfter > 3*time.Second {
+		t.Errorf("idle connection closed after %v, want 2-3 s", closedAfter)
+	}
+	wg.Wait()
+	select {
+	case err := <-activeErr:
+		t.Fatal(err)
+	default:
+	}
+}

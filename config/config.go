@@ -52,6 +52,14 @@ type Config struct {
 	// connection with no request in flight and none received for this
 	// long is closed. Negative (-1) never closes one.
 	ConnectionsMaxIdle time.Duration
+	// MaxConnections is max.connections: connections the broker holds at
+	// once (default MaxInt32). MaxConnectionsPerIP is
+	// max.connections.per.ip (default MaxInt32), and
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides
+	// ("host:count,host:count"), by host name or address as written.
+	MaxConnections               int32
+	MaxConnectionsPerIP          int32
+	MaxConnectionsPerIPOverrides map[string]int32
 
 	ZookeeperConnect           string        // zookeeper.connect (empty = embedded single node)
 	ZookeeperSessionTimeout    time.Duration // zookeeper.session.timeout.ms (default 18s)

@@ -44,6 +44,8 @@ func Default() Config {
 		MessageMaxBytes:       1048588,
 		SocketRequestMaxBytes: 100 << 20,
 		ConnectionsMaxIdle:    10 * time.Minute,
+		MaxConnections:        math.MaxInt32,
+		MaxConnectionsPerIP:   math.MaxInt32,
 
 		ZookeeperSessionTimeout:    18 * time.Second,
 		ZookeeperConnectionTimeout: 18 * time.Second,
@@ -374,6 +376,18 @@ func properties() []prop {
 
 		int32Prop("message.max.bytes", "largest record batch accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MessageMaxBytes }),
 		int32Prop("socket.request.max.bytes", "largest request accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+		int32Prop("max.connections", "connections held at once (the inter-broker listener is exempt when there are several)", 0, math.MaxInt32, func(c *Config) *int32 { return &c.MaxConnections }),
+		int32Prop("max.connections.per.ip", "connections held at once from one address; more are closed at once", 0, math.MaxInt32, func(c *Config) *int32 { return &c.MaxConnectionsPerIP }),
+		{
+			name: "max.connections.per.ip.overrides",
+			doc:  "host:count,host:count - per-address exceptions to max.connections.per.ip",
+			set: func(c *Config, v string) error {
+				m, err := ParseConnectionOverrides(v)
+				c.MaxConnectionsPerIPOverrides = m
+				return err
+			},
+			get: func(c Config) string { return FormatConnectionOverrides(c.MaxConnectionsPerIPOverrides) },
+		},
 		durationProp("connections.max.idle.ms", "close a connection idle this long; -1 never", time.Millisecond, math.MinInt64, true, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 
 		stringProp("zookeeper.connect", "host:port,...[/chroot]; empty runs an embedded single node", func(c *Config) *string { return &c.ZookeeperConnect }),
@@ -599,4 +613,43 @@ func formatProtocolMap(m map[string]string) string {
 		names[i] = name + ":" + m[name]
 	}
 	return strings.Join(names, ",")
+}
+
+// ParseConnectionOverrides parses max.connections.per.ip.overrides,
+// Kafka's "host:count,host:count" (a host is a name or an address; an IPv6
+// address is written bare, the count after its last colon). Empty is none.
+func ParseConnectionOverrides(v string) (map[string]int32, error) {
+	items := SplitList(v)
+	if len(items) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]int32, len(items))
+	for _, item := range items {
+		i := strings.LastIndexByte(item, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want host:count", item)
+		}
+		host := strings.Trim(strings.TrimSpace(item[:i]), "[]")
+		n, err := strconv.ParseInt(strings.TrimSpace(item[i+1:]), 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: count: want 0..%d", item, math.MaxInt32)
+		}
+		out[host] = int32(n)
+	}
+	return out, nil
+}
+
+// FormatConnectionOverrides is the inverse of ParseConnectionOverrides, in
+// host order.
+func FormatConnectionOverrides(m map[string]int32) string {
+	hosts := make([]string, 0, len(m))
+	for h := range m {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	parts := make([]string, len(hosts))
+	for i, h := range hosts {
+		parts[i] = h + ":" + strconv.Itoa(int(m[h]))
+	}
+	return strings.Join(parts, ",")
 }

@@ -136,3 +136,56 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	default:
 	}
 }
+
+// With max.connections.per.ip=50, 50 connections from 127.0.0.1 work, the
+// 51st is closed at once, and once one of the 50 closes a new one works.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	b := StartBroker(t, "max.connections.per.ip=50")
+	var conns []*overloadConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// dialWorking opens a connection that answers ApiVersions; the
+	// readiness probe's connections may still be counted for a moment.
+	dialWorking := func() *overloadConn {
+		var got *overloadConn
+		checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			c, err := dialOverload(b.Addr())
+			if err != nil {
+				return err
+			}
+			if err := c.apiVersions(5 * time.Second); err != nil {
+				c.Close()
+				return err
+			}
+			got = c
+			return nil
+		})
+		return got
+	}
+	for range 50 {
+		conns = append(conns, dialWorking())
+	}
+	extra, err := dialOverload(b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	start := time.Now()
+	if err := extra.waitClosed(5 * time.Second); err != nil {
+		t.Fatalf("51st connection: %v", err)
+	}
+	t.Logf("51st connection closed after %v", time.Since(start).Round(time.Millisecond))
+	for i, c := range conns {
+		if err := c.apiVersions(5 * time.Second); err != nil {
+			t.Fatalf("connection %d of the first 50 after the 51st: %v", i+1, err)
+		}
+	}
+	conns[0].Close()
+	conns[0] = dialWorking()
+	if !b.Running() {
+		t.Fatalf("broker exited: %s", b.exitState())
+	}
+}

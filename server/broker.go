@@ -53,8 +53,11 @@ type Broker struct {
 	// shutdown or when idle) and what is tracked of each.
 	connsMu sync.Mutex
 	conns   map[net.Conn]*connState
-	// connsClosedIdle counts connections closed by connections.max.idle.ms.
+	// connsClosedIdle counts connections closed by connections.max.idle.ms,
+	// connsRefused those closed by max.connections.per.ip.
 	connsClosedIdle atomic.Int64
+	connsRefused    atomic.Int64
+	quotas          *connQuotas
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -92,6 +95,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		conns:       make(map[net.Conn]*connState),
 		viewChanged: make(chan struct{}),
 		fatal:       make(chan error, 1),
+		quotas:      newConnQuotas(cfg, logger),
 	}, nil
 }
 
@@ -237,11 +241,12 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.serveMetrics(serveCtx, metricsLn)
 		}()
 	}
-	for _, ln := range listeners {
+	for i, ln := range listeners {
+		name, _, _, _ := config.ParseListener(b.cfg.Listeners[i])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.acceptLoop(serveCtx, ln, &wg)
+			b.acceptLoop(serveCtx, ln, name, &wg)
 		}()
 	}
 	// Register only once listening: the controller connects to us.
@@ -335,13 +340,18 @@ func (b *Broker) shutdownStorage() error {
 	return nil
 }
 
-// acceptLoop accepts connections until ln is closed. A failed accept
-// (out of descriptors, most often) is retried after a growing pause (see
-// acceptBackoff), logged at most once per acceptLogEvery.
-func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
+// acceptLoop accepts connections on the listener named name until ln is
+// closed. A failed accept (out of descriptors, most often) is retried
+// after a growing pause (see acceptBackoff), logged at most once per
+// acceptLogEvery. Connection limits are connQuotas'.
+func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, name string, wg *sync.WaitGroup) {
 	var backoff acceptBackoff
 	logLimit := ratelog.New(acceptLogEvery)
+	refusedLog := ratelog.New(acceptLogEvery)
 	for {
+		if !b.quotas.waitSlot(ctx, name) {
+			return
+		}
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
@@ -360,6 +370,17 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			continue
 		}
 		backoff.succeeded()
+		addr := remoteAddr(c)
+		if !b.quotas.add(addr) {
+			b.quotas.release(addr)
+			b.connsRefused.Add(1)
+			if ok, suppressed := refusedLog.Allow(time.Now()); ok {
+				b.logger.Info("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(),
+					"refused_not_logged", suppressed)
+			}
+			c.Close()
+			continue
+		}
 		st := &connState{}
 		st.touch(time.Now())
 		b.connsMu.Lock()
@@ -373,6 +394,7 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 				delete(b.conns, c)
 				b.connsMu.Unlock()
 				c.Close()
+				b.quotas.release(addr)
 			}()
 			b.serveConn(ctx, c, st)
 		}()

@@ -60,6 +60,10 @@ type Config struct {
 	MaxConnections               int32
 	MaxConnectionsPerIP          int32
 	MaxConnectionsPerIPOverrides map[string]int32
+	// QueuedMaxRequestBytes is queued.max.request.bytes (default -1, no
+	// bound): bytes of requests read and not yet handled, across every
+	// connection; reading pauses at the bound.
+	QueuedMaxRequestBytes int64
 
 	ZookeeperConnect           string        // zookeeper.connect (empty = embedded single node)
 	ZookeeperSessionTimeout    time.Duration // zookeeper.session.timeout.ms (default 18s)

@@ -46,6 +46,7 @@ func Default() Config {
 		ConnectionsMaxIdle:    10 * time.Minute,
 		MaxConnections:        math.MaxInt32,
 		MaxConnectionsPerIP:   math.MaxInt32,
+		QueuedMaxRequestBytes: -1,
 
 		ZookeeperSessionTimeout:    18 * time.Second,
 		ZookeeperConnectionTimeout: 18 * time.Second,
@@ -388,6 +389,7 @@ func properties() []prop {
 			},
 			get: func(c Config) string { return FormatConnectionOverrides(c.MaxConnectionsPerIPOverrides) },
 		},
+		int64Prop("queued.max.request.bytes", "bytes of requests read and not yet handled, all connections together; reading pauses at it; -1 no bound", -1, math.MaxInt64, func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
 		durationProp("connections.max.idle.ms", "close a connection idle this long; -1 never", time.Millisecond, math.MinInt64, true, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 
 		stringProp("zookeeper.connect", "host:port,...[/chroot]; empty runs an embedded single node", func(c *Config) *string { return &c.ZookeeperConnect }),

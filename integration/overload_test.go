@@ -32,32 +32,41 @@ func dialOverload(addr string) (*overloadConn, error) {
 	return &overloadConn{Conn: c}, nil
 }
 
-// apiVersions sends an ApiVersions v0 request and reads its answer, each
-// step bounded by timeout.
-func (c *overloadConn) apiVersions(timeout time.Duration) error {
+// request sends req (its version set) and reads its response into resp,
+// the whole exchange bounded by timeout.
+func (c *overloadConn) request(req kmsg.Request, resp kmsg.Response, timeout time.Duration) error {
 	c.corr++
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 0
 	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("overload-test")).AppendRequest(nil, req, c.corr)
 	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	if _, err := c.Write(frame); err != nil {
-		return fmt.Errorf("write ApiVersions: %w", err)
+		return fmt.Errorf("write %s: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	var size [4]byte
 	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return fmt.Errorf("read ApiVersions response: %w", err)
+		return fmt.Errorf("read %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := io.ReadFull(c, body); err != nil {
-		return fmt.Errorf("read ApiVersions response: %w", err)
+		return fmt.Errorf("read %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	if len(body) < 4 || int32(binary.BigEndian.Uint32(body)) != c.corr {
-		return fmt.Errorf("ApiVersions response with the wrong correlation id")
+		return fmt.Errorf("%s response with the wrong correlation id", kmsg.NameForKey(req.Key()))
 	}
+	body = body[4:]
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		body = body[1:] // no tagged fields in the response header here
+	}
+	return resp.ReadFrom(body)
+}
+
+// apiVersions sends an ApiVersions v0 request and checks its answer.
+func (c *overloadConn) apiVersions(timeout time.Duration) error {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 0
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.Version = 0
-	if err := resp.ReadFrom(body[4:]); err != nil {
+	if err := c.request(req, resp, timeout); err != nil {
 		return err
 	}
 	if resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {

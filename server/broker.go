@@ -58,6 +58,8 @@ type Broker struct {
 	connsClosedIdle atomic.Int64
 	connsRefused    atomic.Int64
 	quotas          *connQuotas
+	// requests is the queued.max.request.bytes pool.
+	requests *requestPool
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -96,6 +98,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		viewChanged: make(chan struct{}),
 		fatal:       make(chan error, 1),
 		quotas:      newConnQuotas(cfg, logger),
+		requests:    newRequestPool(cfg.QueuedMaxRequestBytes),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +63,32 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 
 	r := bufio.NewReaderSize(c, 64<<10)
 	var frameBuf []byte
+	// held is what the request being handled took from the
+	// queued.max.request.bytes pool.
+	var held int64
+	defer func() { b.requests.release(held) }()
 	for {
+		// Wait for the pool before reading the body (Kafka mutes the
+		// channel): the size comes first. A size out of range is left
+		// to ReadFrame to refuse.
+		var size int32 = -1
+		if sizeBuf, err := r.Peek(4); err == nil {
+			size = int32(binary.BigEndian.Uint32(sizeBuf))
+		}
+		if size >= 0 && size <= b.cfg.SocketRequestMaxBytes {
+			st.requestRead(time.Now())
+			held = int64(size)
+			if !b.requests.acquire(ctx, held) {
+				held = 0
+				return
+			}
+			if b.requests.bounded() {
+				// The pool accounts for the whole frame: allocate it
+				// once rather than growing it (the growth's garbage
+				// would be outside the bound).
+				frameBuf = make([]byte, 0, held)
+			}
+		}
 		frame, err := protocol.ReadFrame(r, b.cfg.SocketRequestMaxBytes, frameBuf)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
@@ -70,10 +96,11 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 			}
 			return
 		}
-		st.requestRead(time.Now())
 		hdr, req, err := protocol.ParseRequest(frame, versionRange)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnsupportedVersion) && hdr.APIKey == kmsg.ApiVersions.Int16() {
+				b.requests.release(held)
+				held = 0
 				unanswered.Wait()
 				unanswered.Add(1)
 				queue <- queuedResponse{raw: protocol.AppendResponse(nil, hdr.CorrelationID, unsupportedAPIVersions())}
@@ -91,6 +118,8 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 		}
 		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion}
 		resp, err := b.handle(ctx, rc, req)
+		b.requests.release(held)
+		held = 0
 		if err != nil {
 			logger.Warn("closing connection: request failed", "api", kmsg.NameForKey(hdr.APIKey), "api_version", hdr.APIVersion, "client_id", hdr.ClientID, "err", err)
 			return
@@ -98,7 +127,9 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 		// Produce and Fetch bodies are consumed before the handler returns,
 		// so their frame buffer can be reused; other requests (group
 		// metadata) may keep slices of it.
-		if isProduce || hdr.APIKey == kmsg.Fetch.Int16() {
+		// With a request memory bound, no buffer outlives its request:
+		// the pool then bounds them all.
+		if (isProduce || hdr.APIKey == kmsg.Fetch.Int16()) && !b.requests.bounded() {
 			frameBuf = frame[:0]
 		} else {
 			frameBuf = nil

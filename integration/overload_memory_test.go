@@ -1,0 +1,127 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// procKiB reads a "Vm...:  N kB" line of /proc/pid/status.
+func procKiB(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
+}
+
+// With queued.max.request.bytes=16 MiB, 40 connections each sending a
+// 4 MiB produce request at once (160 MiB) are all answered, and the
+// broker's peak RSS grows by far less than 160 MiB.
+func TestQueuedMaxRequestBytes(t *testing.T) {
+	const (
+		bound    = 16 << 20
+		conns    = 40
+		reqBytes = 4 << 20
+	)
+	b := StartBroker(t, "queued.max.request.bytes="+strconv.Itoa(bound), "message.max.bytes=8388608",
+		"socket.request.max.bytes=8388608")
+	pid := b.k.Process().Pid()
+	ctx := testContext(t, 2*time.Minute)
+	if _, err := b.Admin(t).CreateTopic(ctx, 1, 1, nil, "big"); err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, reqBytes-4096)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	batch := recordbatch.Build(recordbatch.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LeaderEpoch: -1,
+		FirstTimestamp: time.Now().UnixMilli()}, []recordbatch.Record{{Value: value}})
+	produce := func(c *overloadConn) error {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = 7
+		req.Acks = 1
+		req.TimeoutMillis = 30000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "big"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := kmsg.NewPtrProduceResponse()
+		if err := c.request(req, resp, 60*time.Second); err != nil {
+			return err
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("produce response %+v", resp)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			return fmt.Errorf("produce answered error %d", code)
+		}
+		return nil
+	}
+
+	cs := make([]*overloadConn, conns)
+	for i := range cs {
+		c, err := dialOverload(b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs[i] = c
+	}
+	// Warm up (one request), then take the baseline.
+	if err := produce(cs[0]); err != nil {
+		t.Fatal(err)
+	}
+	baseline, err := procKiB(pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	errs := make(chan error, conns)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs <- produce(c)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	peak, err := procKiB(pid, "VmHWM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grew := (peak - baseline) >> 10
+	t.Logf("%d x %d MiB produce requests at once, queued.max.request.bytes %d MiB: RSS baseline %d MiB, peak %d MiB (+%d MiB)",
+		conns, reqBytes>>20, bound>>20, baseline>>10, peak>>10, grew)
+	// The requests alone are 160 MiB; the bound holds 16 MiB of them,
+	// which the garbage collector may let double before it reclaims.
+	if limit := int64(3 * bound >> 20); grew > limit {
+		t.Errorf("peak RSS grew by %d MiB, want at most %d MiB", grew, limit)
+	}
+}

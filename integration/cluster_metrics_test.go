@@ -18,14 +18,20 @@ func (c *testCluster) scrape(id int32) (map[string]float64, error) {
 	if !c.opts.replicated {
 		return nil, fmt.Errorf("broker %d has no /metrics endpoint (the cluster is not replicated)", id)
 	}
+	return scrapeMetrics(c.metrics[id-1])
+}
+
+// scrapeMetrics reads a broker's /metrics at addr (kbroker.metrics.address)
+// into sample name (labels included, quotes removed) -> value.
+func scrapeMetrics(addr string) (map[string]float64, error) {
 	hc := http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Get("http://" + c.metrics[id-1] + "/metrics")
+	resp, err := hc.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics of broker %d: %s", id, resp.Status)
+		return nil, fmt.Errorf("GET /metrics of %s: %s", addr, resp.Status)
 	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)

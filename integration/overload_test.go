@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,8 @@ func (c *overloadConn) waitClosed(timeout time.Duration) error {
 // after its last response, while one sending a request every 500 ms stays
 // open.
 func TestIdleConnectionsClosed(t *testing.T) {
-	b := StartBroker(t, "connections.max.idle.ms=2000")
+	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	b := StartBroker(t, "connections.max.idle.ms=2000", "kbroker.metrics.address="+metrics)
 	idle, err := dialOverload(b.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +146,20 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		t.Fatal(err)
 	default:
 	}
+	m, err := scrapeMetrics(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["kbroker_connections_closed_idle_total"] < 1 || m["kbroker_connections"] < 1 {
+		t.Fatalf("metrics: closed idle %v, open %v; want at least 1 each", m["kbroker_connections_closed_idle_total"], m["kbroker_connections"])
+	}
 }
 
 // With max.connections.per.ip=50, 50 connections from 127.0.0.1 work, the
 // 51st is closed at once, and once one of the 50 closes a new one works.
 func TestMaxConnectionsPerIP(t *testing.T) {
-	b := StartBroker(t, "max.connections.per.ip=50")
+	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	b := StartBroker(t, "max.connections.per.ip=50", "kbroker.metrics.address="+metrics)
 	var conns []*overloadConn
 	defer func() {
 		for _, c := range conns {
@@ -191,6 +201,9 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 		if err := c.apiVersions(5 * time.Second); err != nil {
 			t.Fatalf("connection %d of the first 50 after the 51st: %v", i+1, err)
 		}
+	}
+	if m, err := scrapeMetrics(metrics); err != nil || m["kbroker_connections_refused_total"] < 1 || m["kbroker_connections"] < 50 {
+		t.Fatalf("metrics: refused %v, open %v (%v); want >= 1 and >= 50", m["kbroker_connections_refused_total"], m["kbroker_connections"], err)
 	}
 	conns[0].Close()
 	conns[0] = dialWorking()

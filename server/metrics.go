@@ -27,6 +27,9 @@ type metricsCollector struct {
 	followerLag     *prometheus.Desc
 	highWatermark   *prometheus.Desc
 	logEnd          *prometheus.Desc
+	connections     *prometheus.Desc
+	closedIdle      *prometheus.Desc
+	refused         *prometheus.Desc
 }
 
 func newMetricsCollector(b *Broker) *metricsCollector {
@@ -43,11 +46,14 @@ func newMetricsCollector(b *Broker) *metricsCollector {
 		followerLag:     prometheus.NewDesc("kbroker_follower_lag_offsets", "On a leader: how many offsets each follower is behind the log end (-1: not fetched yet).", append(tp, "replica"), nil),
 		highWatermark:   prometheus.NewDesc("kbroker_partition_high_watermark", "High watermark of each partition replica on this broker.", tp, nil),
 		logEnd:          prometheus.NewDesc("kbroker_partition_log_end_offset", "Log end offset of each partition replica on this broker.", tp, nil),
+		connections:     prometheus.NewDesc("kbroker_connections", "Open client connections (Kafka's connection-count).", nil, nil),
+		closedIdle:      prometheus.NewDesc("kbroker_connections_closed_idle_total", "Connections closed after connections.max.idle.ms without a request.", nil, nil),
+		refused:         prometheus.NewDesc("kbroker_connections_refused_total", "Connections closed at once for max.connections.per.ip.", nil, nil),
 	}
 }
 
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.underReplicated, m.offline, m.isrShrinks, m.isrExpands, m.unclean, m.activeCtrl, m.leaderEpoch, m.followerLag, m.highWatermark, m.logEnd} {
+	for _, d := range []*prometheus.Desc{m.underReplicated, m.offline, m.isrShrinks, m.isrExpands, m.unclean, m.activeCtrl, m.leaderEpoch, m.followerLag, m.highWatermark, m.logEnd, m.connections, m.closedIdle, m.refused} {
 		ch <- d
 	}
 }
@@ -93,6 +99,12 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	unclean := float64(b.controller.UncleanElectionCount())
 	ch <- prometheus.MustNewConstMetric(m.activeCtrl, prometheus.GaugeValue, active)
 	ch <- prometheus.MustNewConstMetric(m.unclean, prometheus.CounterValue, unclean)
+	b.connsMu.Lock()
+	open := len(b.conns)
+	b.connsMu.Unlock()
+	ch <- prometheus.MustNewConstMetric(m.connections, prometheus.GaugeValue, float64(open))
+	ch <- prometheus.MustNewConstMetric(m.closedIdle, prometheus.CounterValue, float64(b.connsClosedIdle.Load()))
+	ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(b.connsRefused.Load()))
 }
 
 // serveMetrics serves Prometheus /metrics on addr until ctx ends.

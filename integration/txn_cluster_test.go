@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -100,7 +102,22 @@ func waitCtx(ctx context.Context, d time.Duration) bool {
 // etlWorker is a franz-go GroupTransactSession copying etl input records
 // to the output topic, one transaction per poll, until stopped.
 func etlWorker(ctx context.Context, t *testing.T, seeds []string, id, in, out string, committedTxns *atomic.Int64) {
+	// The client's own log, shown when the test fails: what a stuck
+	// worker was doing.
+	logPath := filepath.Join(t.TempDir(), id+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Errorf("worker %s: %v", id, err)
+		return
+	}
+	defer logFile.Close()
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLog(t, "worker "+id, logPath)
+		}
+	})
 	sess, err := kgo.NewGroupTransactSession(
+		kgo.WithLogger(kgo.BasicLogger(logFile, kgo.LogLevelInfo, func() string { return time.Now().UTC().Format("15:04:05.000 ") })),
 		kgo.SeedBrokers(seeds...),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(10*time.Second),
@@ -179,30 +196,36 @@ func TestTxnClusterETLExactlyOnceUnderFaults(t *testing.T) {
 	c.waitSettled(clusterSettle, out, 3, 3)
 	seeds := c.addrs()
 	ctx := testContext(t, 3*time.Minute)
-	// The input arrives while the workers run (50 records every 50 ms),
-	// so that transactions keep going through both faults.
+	// The input arrives in three phases while the workers run (50 records
+	// every 50 ms); each fault comes once a transaction of its phase has
+	// committed, while that phase's input is still arriving, so the
+	// workers are busy when it strikes (and a phase with input always
+	// brings another commit: the wait cannot outlast the input).
 	prod := c.client(kgo.DefaultProduceTopic(in), kgo.RequiredAcks(kgo.AllISRAcks()))
-	produced := make(chan error, 1)
-	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; i < n; {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				produced <- ctx.Err()
-				return
+	produce := func(from, to int) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for i := from; i < to; {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					done <- ctx.Err()
+					return
+				}
+				for end := min(i+50, to); i < end; i++ {
+					prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("in-%05d", i))}, func(_ *kgo.Record, err error) {
+						if err != nil {
+							t.Errorf("producing input: %v", err)
+						}
+					})
+				}
 			}
-			for end := min(i+50, n); i < end; i++ {
-				prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("in-%05d", i))}, func(_ *kgo.Record, err error) {
-					if err != nil {
-						t.Errorf("producing input: %v", err)
-					}
-				})
-			}
-		}
-		produced <- prod.Flush(ctx)
-	}()
+			done <- prod.Flush(ctx)
+		}()
+		return done
+	}
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var committedTxns atomic.Int64
@@ -214,9 +237,6 @@ func TestTxnClusterETLExactlyOnceUnderFaults(t *testing.T) {
 		}()
 	}
 	defer func() { stop(); wg.Wait() }()
-
-	// Fault 1 once some transactions committed: kill -9 the coordinator of
-	// etl-a and restart it.
 	waitCommitted := func(k int64) {
 		t.Helper()
 		for committedTxns.Load() < k {
@@ -225,16 +245,27 @@ func TestTxnClusterETLExactlyOnceUnderFaults(t *testing.T) {
 			}
 		}
 	}
-	waitCommitted(3)
+	waitProduced := func(done <-chan error) {
+		t.Helper()
+		if err := <-done; err != nil {
+			t.Fatalf("producing input: %v", err)
+		}
+	}
+
+	// Phase 1, then fault 1: kill -9 the coordinator of etl-a.
+	phase := produce(0, n/3)
+	waitCommitted(committedTxns.Load() + 2)
 	coord, err := c.txnCoordinatorOf("etl-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("kill -9 transaction coordinator %d after %d transactions", coord, committedTxns.Load())
 	c.killAndRestart(coord)
+	waitProduced(phase)
 
-	// Fault 2: kill -9 the leader of an output partition.
-	waitCommitted(committedTxns.Load() + 3)
+	// Phase 2, then fault 2: kill -9 the leader of an output partition.
+	phase = produce(n/3, 2*n/3)
+	waitCommitted(committedTxns.Load() + 1)
 	// (A probe connection to a restarted broker fails once: retry.)
 	var victim int32
 	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
@@ -249,10 +280,10 @@ func TestTxnClusterETLExactlyOnceUnderFaults(t *testing.T) {
 	})
 	t.Logf("kill -9 output leader %d after %d transactions", victim, committedTxns.Load())
 	c.killAndRestart(victim)
+	waitProduced(phase)
 
-	if err := <-produced; err != nil {
-		t.Fatalf("producing input: %v", err)
-	}
+	// Phase 3: the rest.
+	waitProduced(produce(2*n/3, n))
 	// Wait until the output has every input record, then stop the
 	// workers and read it once more in full.
 	for {

@@ -151,10 +151,6 @@ func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers)
 		}
 		return results
 	}
-	conn, err := s.peers.get(leader)
-	if err != nil {
-		return fail(err)
-	}
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
@@ -173,7 +169,9 @@ func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers)
 	req.Markers = append(req.Markers, rm)
 	rctx, cancel := context.WithTimeout(ctx, markerRequestTimeout)
 	defer cancel()
-	kresp, err := conn.Request(rctx, req)
+	// Not repeated here on failure: WriteMarkers retries the partitions
+	// after a backoff, with the metadata of then.
+	kresp, err := s.peers.request(rctx, leader, req, false)
 	if err != nil {
 		return fail(fmt.Errorf("WriteTxnMarkers to broker %d: %w", leader, err))
 	}

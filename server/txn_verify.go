@@ -58,13 +58,6 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 		}
 		return out
 	}
-	conn, err := b.txnMarkers.verifyPeers.get(coordinator)
-	if err != nil {
-		// Kafka's AddPartitionsToTxnManager: an unknown or unreachable
-		// coordinator is COORDINATOR_NOT_AVAILABLE (NOT_ENOUGH_REPLICAS
-		// to the producer), not a partition leadership change.
-		return fail(fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err))
-	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4
 	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
@@ -84,9 +77,14 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 	req.Transactions = append(req.Transactions, rt)
 	rctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
-	kresp, err := conn.Request(rctx, req)
+	// VerifyOnly asks and changes nothing: safe to send again on a fresh
+	// connection when the coordinator's broker restarted since the last.
+	kresp, err := b.txnMarkers.verifyPeers.request(rctx, coordinator, req, true)
 	if err != nil {
-		return fail(fmt.Errorf("%w: verifying with coordinator %d: %v", kerr.NetworkException, coordinator, err))
+		// Kafka's AddPartitionsToTxnManager: an unknown or unreachable
+		// coordinator is COORDINATOR_NOT_AVAILABLE (NOT_ENOUGH_REPLICAS
+		// to the producer), not a partition leadership change.
+		return fail(fmt.Errorf("%w: verifying with coordinator %d: %v", kerr.CoordinatorNotAvailable, coordinator, err))
 	}
 	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {

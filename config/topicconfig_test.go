@@ -34,7 +34,11 @@ func TestValidCleanupPolicy(t *testing.T) {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", ",", "remove", "compact,remove", "Delete"} {
+	// Kafka 3.9 accepts an empty list (neither deleted nor compacted).
+	if err := ValidateTopicConfig("cleanup.policy", ""); err != nil {
+		t.Errorf("empty: %v", err)
+	}
+	for _, bad := range []string{",", "remove", "compact,remove", "Delete"} {
 		if err := ValidateTopicConfig("cleanup.policy", bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -91,10 +90,11 @@ func (b *Broker) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 		if c.Value == nil {
 			continue
 		}
-		if err := config.ValidateTopicConfig(c.Name, *c.Value); err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-		}
 		configs[c.Name] = *c.Value
+	}
+	configs, err := b.normalizeTopicOverrides(configs)
+	if err != nil {
+		return nil, err
 	}
 	req := controller.CreateTopicRequest{
 		Name:              rt.Topic,

@@ -165,21 +165,28 @@ func (p brokerProperties) source(name string) kmsg.ConfigSource {
 }
 
 // topicConfigEntries describes a topic's configs given the broker config,
-// the broker's properties and the topic's overrides.
+// the broker's properties and the topic's overrides. Synonyms are Kafka's:
+// the topic override (DYNAMIC_TOPIC_CONFIG), the broker property when set
+// (STATIC_BROKER_CONFIG), then the property's default (DEFAULT_CONFIG);
+// a config without a broker property has only its override.
 func topicConfigEntries(cfg config.Config, props brokerProperties, overrides map[string]string, opts describeOptions) []kmsg.DescribeConfigsResponseResourceConfig {
-	eff := cfg.EffectiveTopicConfig(overrides)
-	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(eff))
-	for _, name := range slices.Sorted(maps.Keys(eff)) {
-		d := describedConfig{name: name, value: eff[name], info: topicConfigInfos[name]}
-		if v, set := overrides[name]; set {
-			d.synonyms = append(d.synonyms, synonym(name, v, kmsg.ConfigSourceDynamicTopicConfig))
+	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(config.TopicConfigs()))
+	defaults := config.Default()
+	for _, def := range config.TopicConfigs() {
+		name := def.Name
+		value, set := overrides[name]
+		if !set {
+			value = def.Default(cfg)
 		}
-		if def, known := config.TopicConfigDefFor(name); known && def.BrokerSource != "" {
-			source := kmsg.ConfigSourceDefaultConfig
-			if _, known := props.values[def.BrokerSource]; known {
-				source = props.source(def.BrokerSource)
+		d := describedConfig{name: name, value: value, info: topicConfigInfoFor(name)}
+		if set {
+			d.synonyms = append(d.synonyms, synonym(name, value, kmsg.ConfigSourceDynamicTopicConfig))
+		}
+		if def.BrokerSource != "" {
+			if _, known := props.values[def.BrokerSource]; known && props.source(def.BrokerSource) == kmsg.ConfigSourceStaticBrokerConfig {
+				d.synonyms = append(d.synonyms, synonym(def.BrokerSource, def.Default(cfg), kmsg.ConfigSourceStaticBrokerConfig))
 			}
-			d.synonyms = append(d.synonyms, synonym(def.BrokerSource, def.Default(cfg), source))
+			d.synonyms = append(d.synonyms, synonym(def.BrokerSource, def.Default(defaults), kmsg.ConfigSourceDefaultConfig))
 		}
 		out = append(out, d.entry(opts))
 	}
@@ -205,7 +212,7 @@ func brokerConfigEntries(props brokerProperties, opts describeOptions) []kmsg.De
 	types := make(map[string]kmsg.ConfigType)
 	for _, d := range config.TopicConfigs() {
 		if d.BrokerSource != "" {
-			types[d.BrokerSource] = topicConfigType(d.Name)
+			types[d.BrokerSource] = topicConfigInfoFor(d.Name).typ
 		}
 	}
 	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(props.values))

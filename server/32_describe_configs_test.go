@@ -54,8 +54,8 @@ func TestDescribeTopicConfigs(t *testing.T) {
 		}
 	}
 	configs := configsByName(res[0].Configs)
-	if len(configs) != len(topicConfigInfos) {
-		t.Errorf("got %d configs, want %d", len(configs), len(topicConfigInfos))
+	if len(configs) != len(config.TopicConfigs()) {
+		t.Errorf("got %d configs, want %d", len(configs), len(config.TopicConfigs()))
 	}
 	ret := configs["retention.ms"]
 	if ret.Value == nil || *ret.Value != "1000" || ret.Source != kmsg.ConfigSourceDynamicTopicConfig || ret.IsDefault {
@@ -116,7 +116,8 @@ func TestDescribeConfigsStaticBrokerSource(t *testing.T) {
 	configs := configsByName(res[0].Configs)
 	ret := configs["retention.ms"]
 	if ret.Value == nil || *ret.Value != "3600000" || ret.Source != kmsg.ConfigSourceStaticBrokerConfig ||
-		len(ret.ConfigSynonyms) != 1 || ret.ConfigSynonyms[0].Name != "log.retention.ms" {
+		len(ret.ConfigSynonyms) != 2 || ret.ConfigSynonyms[0].Name != "log.retention.ms" ||
+		ret.ConfigSynonyms[1].Source != kmsg.ConfigSourceDefaultConfig || *ret.ConfigSynonyms[1].Value != "604800000" {
 		t.Errorf("retention.ms from the broker file: %+v", ret)
 	}
 	if seg := configs["segment.bytes"]; seg.Source != kmsg.ConfigSourceDefaultConfig {

@@ -75,23 +75,27 @@ func (b *Broker) changeTopicConfigs(topic string, change configChange, validateO
 		if err != nil {
 			return nil, err
 		}
-		if err := validateTopicOverrides(next); err != nil {
-			return nil, err
-		}
-		return next, nil
+		return b.normalizeTopicOverrides(next)
 	}, validateOnly)
 }
 
-// validateTopicOverrides checks every override, in name order so the first
-// reported error does not depend on map order.
-func validateTopicOverrides(overrides map[string]string) error {
-	for _, name := range slices.Sorted(maps.Keys(overrides)) {
-		if err := config.ValidateTopicConfig(name, overrides[name]); err != nil {
-			return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-		}
+// normalizeTopicOverrides checks a topic's overrides as Kafka does and
+// returns them in Kafka's canonical form; a refusal is INVALID_CONFIG with
+// Kafka's message.
+func (b *Broker) normalizeTopicOverrides(overrides map[string]string) (map[string]string, error) {
+	out, err := b.cfg.NormalizeTopicOverrides(overrides)
+	if err != nil {
+		return nil, invalidConfig{err}
 	}
-	return nil
+	return out, nil
 }
+
+// invalidConfig is INVALID_CONFIG with Kafka's message alone (no code
+// name prefix), as Kafka's ConfigException message.
+type invalidConfig struct{ err error }
+
+func (e invalidConfig) Error() string   { return e.err.Error() }
+func (e invalidConfig) Unwrap() []error { return []error{kerr.InvalidConfig, e.err} }
 
 // duplicateNames returns the names that occur more than once.
 func duplicateNames(names []string) []string {
@@ -219,10 +223,11 @@ func applyConfigOps(overrides, effective map[string]string, ops []kmsg.Increment
 			if op.Op == kmsg.IncrementalAlterConfigOpSubtract {
 				verb = "subtract"
 			}
-			if _, known := config.TopicConfigDefFor(op.Name); !known {
-				return nil, fmt.Errorf("%w: unknown topic config name: %s", kerr.InvalidConfig, op.Name)
+			def, known := config.TopicConfigDefFor(op.Name)
+			if !known {
+				return nil, invalidConfig{&config.TopicConfigError{Message: "Unknown topic config name: " + op.Name}}
 			}
-			if topicConfigType(op.Name) != kmsg.ConfigTypeList {
+			if def.Type != "LIST" {
 				return nil, fmt.Errorf("%w: config value %s is not allowed for config key: %s", kerr.InvalidRequest, verb, op.Name)
 			}
 			if op.Value == nil {
@@ -250,34 +255,27 @@ func applyConfigOps(overrides, effective map[string]string, ops []kmsg.Increment
 	return overrides, nil
 }
 
-// topicConfigInfo is what DescribeConfigs v3+ says about a topic config
-// beyond its value: Kafka's type and a short documentation line.
+// configTypes maps Kafka's ConfigDef type names to DescribeConfigs' types.
+var configTypes = map[string]kmsg.ConfigType{
+	"BOOLEAN": kmsg.ConfigTypeBoolean,
+	"STRING":  kmsg.ConfigTypeString,
+	"INT":     kmsg.ConfigTypeInt,
+	"SHORT":   kmsg.ConfigTypeShort,
+	"LONG":    kmsg.ConfigTypeLong,
+	"DOUBLE":  kmsg.ConfigTypeDouble,
+	"LIST":    kmsg.ConfigTypeList,
+	"CLASS":   kmsg.ConfigTypeClass,
+}
+
+// topicConfigInfo is what DescribeConfigs v3+ says about a config beyond
+// its value: Kafka's type and a short documentation line.
 type topicConfigInfo struct {
 	typ kmsg.ConfigType
 	doc string
 }
 
-// topicConfigInfos covers every config of config.TopicConfigs; a test
-// keeps the two in step.
-var topicConfigInfos = map[string]topicConfigInfo{
-	"cleanup.policy":                 {kmsg.ConfigTypeList, "The retention policy of old log segments: \"delete\" (by time or size) and/or \"compact\"."},
-	"compression.type":               {kmsg.ConfigTypeString, "The compression of stored batches; \"producer\" keeps the producer's codec."},
-	"retention.ms":                   {kmsg.ConfigTypeLong, "How long a segment is kept before it may be deleted; -1 for no time limit."},
-	"retention.bytes":                {kmsg.ConfigTypeLong, "The size a partition may grow to before old segments are deleted; -1 for no size limit."},
-	"segment.bytes":                  {kmsg.ConfigTypeInt, "The size of one log segment file."},
-	"segment.ms":                     {kmsg.ConfigTypeLong, "The time after which a segment is rolled even if it is not full."},
-	"segment.index.bytes":            {kmsg.ConfigTypeInt, "The size of the offset index of a segment."},
-	"index.interval.bytes":           {kmsg.ConfigTypeInt, "How many bytes of records lie between two offset index entries."},
-	"flush.messages":                 {kmsg.ConfigTypeLong, "The number of records after which the log is fsynced."},
-	"flush.ms":                       {kmsg.ConfigTypeLong, "The time after which the log is fsynced."},
-	"max.message.bytes":              {kmsg.ConfigTypeInt, "The largest record batch size accepted."},
-	"min.insync.replicas":            {kmsg.ConfigTypeInt, "The minimum in-sync replicas an acks=all write needs."},
-	"unclean.leader.election.enable": {kmsg.ConfigTypeBoolean, "Whether a replica outside the ISR may become leader, at the cost of data loss."},
-	"message.timestamp.type":         {kmsg.ConfigTypeString, "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime)."},
-}
-
-// topicConfigType returns Kafka's type of a topic config (UNKNOWN if none
-// is recorded).
-func topicConfigType(name string) kmsg.ConfigType {
-	return topicConfigInfos[name].typ
+// topicConfigInfoFor returns the type and documentation of a topic config.
+func topicConfigInfoFor(name string) topicConfigInfo {
+	d, _ := config.TopicConfigDefFor(name)
+	return topicConfigInfo{typ: configTypes[d.Type], doc: d.Doc}
 }

@@ -33,7 +33,12 @@ type PartitionConfig struct {
 	MaxMessageBytes    int32
 	UncleanLeaderElect bool
 	// Compacted: cleanup.policy has compact, so every record needs a key.
-	Compacted           bool
+	Compacted bool
+	// TimestampBeforeMax and TimestampAfterMax bound how far a CreateTime
+	// record's timestamp may lie before or after the broker's clock
+	// (message.timestamp.before.max.ms / after.max.ms, else
+	// message.timestamp.difference.max.ms); negative: no bound.
+	TimestampBeforeMax, TimestampAfterMax time.Duration
 	RetentionCheckEvery time.Duration
 }
 
@@ -693,6 +698,14 @@ func (p *Partition) Compacted() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cfg.Compacted
+}
+
+// TimestampBounds returns the topic's CreateTime timestamp bounds (negative:
+// none) and whether it uses LogAppendTime (then they do not apply).
+func (p *Partition) TimestampBounds() (before, after time.Duration, logAppendTime bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.TimestampBeforeMax, p.cfg.TimestampAfterMax, p.cfg.LogAppendTime
 }
 
 // MaxMessageBytes is the topic's max.message.bytes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kbroker/kbroker/protocol"
@@ -127,6 +128,15 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 			}
 			if part.Compacted() {
 				if recordErrs, err := keylessRecords(batches, rt.Topic, rp.Partition); err != nil {
+					setErr(err)
+					if req.Version >= 8 {
+						sp.ErrorRecords = recordErrs
+					}
+					continue
+				}
+			}
+			if before, after, logAppend := part.TimestampBounds(); !logAppend && (before >= 0 || after >= 0) {
+				if recordErrs, err := outOfRangeTimestamps(batches, now, before, after); err != nil {
 					setErr(err)
 					if req.Version >= 8 {
 						sp.ErrorRecords = recordErrs
@@ -263,6 +273,56 @@ func keylessRecords(batches [][]byte, topic string, partition int32) ([]kmsg.Pro
 		return nil, nil
 	}
 	return recordErrs, fmt.Errorf("%w: One or more records have been rejected due to %d record errors in total: %s", kerr.InvalidRecord, len(recordErrs), msg)
+}
+
+// outOfRangeTimestamps checks every record's CreateTime timestamp against
+// the topic's bounds (negative: none), as Kafka's LogValidator with
+// message.timestamp.before.max.ms / after.max.ms: a record stamped earlier
+// than now-before or later than now+after fails the partition's batches
+// with INVALID_TIMESTAMP and the offending records' indexes (Produce v8+);
+// nothing is appended. Records without a timestamp (-1) pass.
+func outOfRangeTimestamps(batches [][]byte, now time.Time, before, after time.Duration) ([]kmsg.ProduceResponseTopicPartitionErrorRecord, error) {
+	nowMs := now.UnixMilli()
+	lowest, highest := int64(math.MinInt64), int64(math.MaxInt64)
+	if before >= 0 {
+		lowest = nowMs - before.Milliseconds()
+	}
+	if after >= 0 {
+		highest = nowMs + after.Milliseconds()
+	}
+	var recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord
+	var first string
+	index := int32(0)
+	for _, batch := range batches {
+		h, err := recordbatch.ParseHeader(batch)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+		}
+		err = recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
+			ts := h.BaseTimestamp + r.TimestampDelta64
+			if ts != -1 && (ts < lowest || ts > highest) {
+				msg := fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+					ts, h.BaseOffset+int64(r.OffsetDelta), lowest, highest)
+				if first == "" {
+					first = msg
+				}
+				re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				re.RelativeOffset = index
+				re.ErrorMessage = &msg
+				recordErrs = append(recordErrs, re)
+			}
+			index++
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+		}
+	}
+	if len(recordErrs) == 0 {
+		return nil, nil
+	}
+	return recordErrs, fmt.Errorf("%w: One or more records have been rejected due to %d record errors in total, and only showing the first error: %s",
+		kerr.InvalidTimestamp, len(recordErrs), first)
 }
 
 // produceTarget finds the partition a produce goes to, creating the topic

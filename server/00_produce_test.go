@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
@@ -57,5 +60,44 @@ func TestProduceCompactedNeedsKeys(t *testing.T) {
 	}
 	if got := produceOne(t, b, 9, "plain", keyless); got.ErrorCode != 0 {
 		t.Fatalf("keyless records on a delete topic: %+v", got)
+	}
+}
+
+func TestOutOfRangeTimestamps(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	batch := func(deltas ...int64) [][]byte {
+		spec := recordbatch.NoProducer()
+		spec.FirstTimestamp = now.UnixMilli()
+		var recs []recordbatch.Record
+		for _, d := range deltas {
+			recs = append(recs, recordbatch.Record{Value: []byte("v"), TimestampDelta: d})
+		}
+		return [][]byte{recordbatch.Build(spec, recs)}
+	}
+	for _, c := range []struct {
+		name          string
+		batches       [][]byte
+		before, after time.Duration
+		bad           []int32
+	}{
+		{"within both", batch(0, -1000, 1000), 2 * time.Second, 2 * time.Second, nil},
+		{"at the edges", batch(-2000, 2000), 2 * time.Second, 2 * time.Second, nil},
+		{"too old", batch(0, -2001), 2 * time.Second, 2 * time.Second, []int32{1}},
+		{"too new", batch(2001, 0, 5000), 2 * time.Second, 2 * time.Second, []int32{0, 2}},
+		{"no before bound", batch(-1 << 40), -1, 0, nil},
+		{"no after bound", batch(1 << 40), 0, -1, nil},
+		{"indexes run across batches", append(batch(0, 0), batch(0, 9000)...), time.Second, time.Second, []int32{3}},
+	} {
+		errs, err := outOfRangeTimestamps(c.batches, now, c.before, c.after)
+		var got []int32
+		for _, e := range errs {
+			got = append(got, e.RelativeOffset)
+		}
+		if (err != nil) != (c.bad != nil) || fmt.Sprint(got) != fmt.Sprint(c.bad) {
+			t.Errorf("%s: record errors %v, err %v; want %v", c.name, got, err, c.bad)
+		}
+		if err != nil && !errors.Is(err, kerr.InvalidTimestamp) {
+			t.Errorf("%s: %v, want INVALID_TIMESTAMP", c.name, err)
+		}
 	}
 }

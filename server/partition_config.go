@@ -54,6 +54,16 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 		LogAppendTime:     eff["message.timestamp.type"] == "LogAppendTime",
 		MaxMessageBytes:   int32(num("max.message.bytes")),
 	}
+	// KIP-937: before/after.max.ms, each falling back to the deprecated
+	// difference.max.ms while left at its default (Long.MAX_VALUE).
+	difference := msDur("message.timestamp.difference.max.ms", -1)
+	pc.TimestampBeforeMax, pc.TimestampAfterMax = difference, difference
+	if d := msDur("message.timestamp.before.max.ms", -1); d >= 0 {
+		pc.TimestampBeforeMax = d
+	}
+	if d := msDur("message.timestamp.after.max.ms", -1); d >= 0 {
+		pc.TimestampAfterMax = d
+	}
 	pc.UncleanLeaderElect = eff["unclean.leader.election.enable"] == "true"
 	pc.Compacted = config.CleanupPolicyCompacts(eff["cleanup.policy"])
 	return pc, firstErr

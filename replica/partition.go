@@ -39,7 +39,7 @@ type PartitionConfig struct {
 	// (message.timestamp.before.max.ms / after.max.ms, else
 	// message.timestamp.difference.max.ms); negative: no bound.
 	TimestampBeforeMax, TimestampAfterMax time.Duration
-	RetentionCheckEvery time.Duration
+	RetentionCheckEvery                   time.Duration
 }
 
 // Partition is one partition replica on this broker.

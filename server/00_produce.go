@@ -252,25 +252,14 @@ func isInternalTopic(topic string) bool { return topic == offsetsTopic || topic 
 // INVALID_RECORD with the offending records' indexes (Produce v8+).
 func keylessRecords(batches [][]byte, topic string, partition int32) ([]kmsg.ProduceResponseTopicPartitionErrorRecord, error) {
 	msg := fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, partition)
-	var recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord
-	index := int32(0)
-	for _, batch := range batches {
-		err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
-			if r.Key == nil {
-				re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-				re.RelativeOffset = index
-				re.ErrorMessage = &msg
-				recordErrs = append(recordErrs, re)
-			}
-			index++
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+	recordErrs, _, err := recordErrors(batches, func(_ recordbatch.Header, r kmsg.Record) string {
+		if r.Key == nil {
+			return msg
 		}
-	}
-	if len(recordErrs) == 0 {
-		return nil, nil
+		return ""
+	})
+	if err != nil || len(recordErrs) == 0 {
+		return nil, err
 	}
 	return recordErrs, fmt.Errorf("%w: One or more records have been rejected due to %d record errors in total: %s", kerr.InvalidRecord, len(recordErrs), msg)
 }
@@ -290,39 +279,49 @@ func outOfRangeTimestamps(batches [][]byte, now time.Time, before, after time.Du
 	if after >= 0 {
 		highest = nowMs + after.Milliseconds()
 	}
-	var recordErrs []kmsg.ProduceResponseTopicPartitionErrorRecord
-	var first string
+	recordErrs, first, err := recordErrors(batches, func(h recordbatch.Header, r kmsg.Record) string {
+		ts := h.BaseTimestamp + r.TimestampDelta64
+		if ts == -1 || (ts >= lowest && ts <= highest) {
+			return ""
+		}
+		return fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+			ts, h.BaseOffset+int64(r.OffsetDelta), lowest, highest)
+	})
+	if err != nil || len(recordErrs) == 0 {
+		return nil, err
+	}
+	return recordErrs, fmt.Errorf("%w: One or more records have been rejected due to %d record errors in total, and only showing the first error: %s",
+		kerr.InvalidTimestamp, len(recordErrs), first)
+}
+
+// recordErrors runs check on every record of batches (decoded, compressed
+// or not) and collects a record error, indexed across the batches, for
+// each it answers with a message; first is the first message.
+func recordErrors(batches [][]byte, check func(h recordbatch.Header, r kmsg.Record) string) (errs []kmsg.ProduceResponseTopicPartitionErrorRecord, first string, err error) {
 	index := int32(0)
 	for _, batch := range batches {
 		h, err := recordbatch.ParseHeader(batch)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+			return nil, "", fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
 		}
 		err = recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
-			ts := h.BaseTimestamp + r.TimestampDelta64
-			if ts != -1 && (ts < lowest || ts > highest) {
-				msg := fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
-					ts, h.BaseOffset+int64(r.OffsetDelta), lowest, highest)
+			if msg := check(h, r); msg != "" {
 				if first == "" {
 					first = msg
 				}
 				re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
 				re.RelativeOffset = index
 				re.ErrorMessage = &msg
-				recordErrs = append(recordErrs, re)
+				errs = append(errs, re)
 			}
 			index++
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+			return nil, "", fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
 		}
 	}
-	if len(recordErrs) == 0 {
-		return nil, nil
-	}
-	return recordErrs, fmt.Errorf("%w: One or more records have been rejected due to %d record errors in total, and only showing the first error: %s",
-		kerr.InvalidTimestamp, len(recordErrs), first)
+	return errs, first, nil
 }
 
 // produceTarget finds the partition a produce goes to, creating the topic

@@ -154,18 +154,11 @@ func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers)
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
-	byTopic := map[string]int{}
-	for _, tp := range m.Partitions {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-			rt.Topic = tp.Topic
-			rm.Topics = append(rm.Topics, rt)
-			i = len(rm.Topics) - 1
-			byTopic[tp.Topic] = i
-		}
-		rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
-	}
+	txn.ByTopic(m.Partitions, func(topic string, partitions []int32) {
+		rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		rt.Topic, rt.Partitions = topic, partitions
+		rm.Topics = append(rm.Topics, rt)
+	})
 	req.Markers = append(req.Markers, rm)
 	rctx, cancel := context.WithTimeout(ctx, markerRequestTimeout)
 	defer cancel()

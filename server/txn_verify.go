@@ -62,18 +62,11 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 	req.Version = 4
 	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = txnID, producerID, epoch, true
-	byTopic := map[string]int{}
-	for _, tp := range parts {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-			tt.Topic = tp.Topic
-			rt.Topics = append(rt.Topics, tt)
-			i = len(rt.Topics) - 1
-			byTopic[tp.Topic] = i
-		}
-		rt.Topics[i].Partitions = append(rt.Topics[i].Partitions, tp.Partition)
-	}
+	txn.ByTopic(parts, func(topic string, partitions []int32) {
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = topic, partitions
+		rt.Topics = append(rt.Topics, tt)
+	})
 	req.Transactions = append(req.Transactions, rt)
 	rctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()

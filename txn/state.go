@@ -440,17 +440,19 @@ func union(a, b []TopicPartition) []TopicPartition {
 	return slices.Compact(out)
 }
 
-// ByTopic calls fn once per topic of parts (sorted by topic, as every
-// partition list of this package is) with that topic's partitions: the
-// shape of Kafka's topic -> partitions arrays.
+// ByTopic calls fn once per topic of parts, in the order topics first
+// appear, with that topic's partitions in their order: the shape of
+// Kafka's topic -> partitions arrays (records, requests and responses).
 func ByTopic(parts []TopicPartition, fn func(topic string, partitions []int32)) {
-	for i := 0; i < len(parts); {
-		j := i
-		var ps []int32
-		for ; j < len(parts) && parts[j].Topic == parts[i].Topic; j++ {
-			ps = append(ps, parts[j].Partition)
+	var topics []string
+	byTopic := map[string][]int32{}
+	for _, tp := range parts {
+		if _, ok := byTopic[tp.Topic]; !ok {
+			topics = append(topics, tp.Topic)
 		}
-		fn(parts[i].Topic, ps)
-		i = j
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+	}
+	for _, t := range topics {
+		fn(t, byTopic[t])
 	}
 }

@@ -320,3 +320,13 @@ func TestAppendError(t *testing.T) {
 		}
 	}
 }
+
+func TestByTopicGroupsInFirstAppearanceOrder(t *testing.T) {
+	var got []string
+	ByTopic([]TopicPartition{{"b", 1}, {"a", 0}, {"b", 0}, {"a", 2}}, func(topic string, partitions []int32) {
+		got = append(got, fmt.Sprint(topic, partitions))
+	})
+	if want := []string{"b[1 0]", "a[0 2]"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ByTopic = %v, want %v", got, want)
+	}
+}

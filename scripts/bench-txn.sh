@@ -24,19 +24,7 @@ RUNS=${RUNS:-5}
 RECORDS=${RECORDS:-200000}
 TXN_RECORDS=${TXN_RECORDS:-100}
 
-bin=$(mktemp -d "${TMPDIR:-/tmp}/kbench-bin.XXXXXX")
-trap 'rm -rf "$bin"' EXIT
-
-say() {
-	if [[ "${JSON:-0}" == 1 ]]; then echo "$@" >&2; else echo "$@"; fi
-}
-
-echo "building kbroker and kbench into $bin" >&2
-kbroker=${KBROKER:-$bin/kbroker}
-if [[ -z "${KBROKER:-}" ]]; then
-	go build -o "$kbroker" ./cmd/kbroker
-fi
-go build -o "$bin/kbench" ./cmd/kbench
+. scripts/bench-build.sh
 
 common=(--kbroker "$kbroker" --runs "$RUNS" --records "$RECORDS" --record-size 1024
 	--partitions 6 --acks all --txn-records "$TXN_RECORDS")

@@ -17,19 +17,7 @@ RUNS=${RUNS:-3}
 RECORDS=${RECORDS:-200000}
 RATE=${RATE:-20000}
 
-bin=$(mktemp -d "${TMPDIR:-/tmp}/kbench-bin.XXXXXX")
-trap 'rm -rf "$bin"' EXIT
-
-say() {
-	if [[ "${JSON:-0}" == 1 ]]; then echo "$@" >&2; else echo "$@"; fi
-}
-
-echo "building kbroker and kbench into $bin" >&2
-kbroker=${KBROKER:-$bin/kbroker}
-if [[ -z "${KBROKER:-}" ]]; then
-	go build -o "$kbroker" ./cmd/kbroker
-fi
-go build -o "$bin/kbench" ./cmd/kbench
+. scripts/bench-build.sh
 
 common=(--kbroker "$kbroker" --vs-kfake --runs "$RUNS"
 	--records "$RECORDS" --record-size 1024 --partitions 6 --acks 1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kbroker/kbroker/internal/tick"
 	"github.com/kbroker/kbroker/recordbatch"
 )
 
@@ -273,16 +274,7 @@ func (g *group) onLoadedLocked(now time.Time) {
 // expiryLoop runs the offset expiry every interval until Close.
 func (c *Coordinator) expiryLoop(interval time.Duration) {
 	defer c.bg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.bgCtx.Done():
-			return
-		case <-t.C:
-			c.expireOffsets(c.bgCtx, c.now())
-		}
-	}
+	tick.Every(c.bgCtx, interval, func(time.Time) { c.expireOffsets(c.bgCtx, c.now()) })
 }
 
 // expireOffsets removes the offsets that expired at now (see

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/internal/atomicfile"
+	"github.com/kbroker/kbroker/internal/tick"
 )
 
 // hwCheckpointFile is Kafka's per-log-dir replication-offset-checkpoint:
@@ -66,7 +67,7 @@ func (m *Manager) writeHWCheckpoint() error {
 // RunHWCheckpoints writes the high watermark checkpoint periodically until
 // ctx ends.
 func (m *Manager) RunHWCheckpoints(ctx context.Context) {
-	every(ctx, hwCheckpointEvery, func(time.Time) {
+	tick.Every(ctx, hwCheckpointEvery, func(time.Time) {
 		if err := m.writeHWCheckpoint(); err != nil {
 			m.logger.Warn("writing the high watermark checkpoint failed", "err", err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kbroker/kbroker/internal/ratelog"
 	"github.com/kbroker/kbroker/internal/sendfile"
+	"github.com/kbroker/kbroker/internal/tick"
 	"github.com/kbroker/kbroker/segment"
 )
 
@@ -447,7 +448,7 @@ func (m *Manager) RunISRChecks(ctx context.Context) {
 	if m.cfg.ReplicaLagTimeMax <= 0 || m.cfg.ISRWriter == nil {
 		return
 	}
-	every(ctx, m.cfg.ReplicaLagTimeMax/2, func(now time.Time) {
+	tick.Every(ctx, m.cfg.ReplicaLagTimeMax/2, func(now time.Time) {
 		for _, p := range m.All() {
 			p.MaybeShrinkISR(now, m.cfg.ReplicaLagTimeMax)
 		}
@@ -460,7 +461,7 @@ func (m *Manager) RunRetention(ctx context.Context) {
 	if m.cfg.RetentionCheck <= 0 {
 		return
 	}
-	every(ctx, m.cfg.RetentionCheck, func(now time.Time) {
+	tick.Every(ctx, m.cfg.RetentionCheck, func(now time.Time) {
 		for _, p := range m.All() {
 			if err := p.enforceRetention(now); err != nil {
 				m.logger.Error("retention failed", "partition", p.tp.String(), "err", err)
@@ -470,20 +471,6 @@ func (m *Manager) RunRetention(ctx context.Context) {
 			}
 		}
 	})
-}
-
-// every runs fn each interval, with the tick's time, until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func(now time.Time)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			fn(now)
-		}
-	}
 }
 
 // Close closes every log and, when all closed cleanly, writes the

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/kbroker/kbroker/internal/tick"
 )
 
 // connState is what the broker tracks of one client connection besides
@@ -53,26 +55,19 @@ func (b *Broker) closeIdleConns(ctx context.Context) {
 	if maxIdle < 0 {
 		return
 	}
-	t := time.NewTicker(idleCheckEvery(maxIdle))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			var idle []net.Conn
-			b.connsMu.Lock()
-			for c, st := range b.conns {
-				if idleExpired(time.Unix(0, st.lastActive.Load()), now, st.inFlight.Load(), maxIdle) {
-					idle = append(idle, c)
-				}
-			}
-			b.connsMu.Unlock()
-			for _, c := range idle {
-				b.logger.Debug("closing idle connection", "remote", c.RemoteAddr().String(), "connections.max.idle.ms", maxIdle.Milliseconds())
-				b.connsClosedIdle.Add(1)
-				c.Close()
+	tick.Every(ctx, idleCheckEvery(maxIdle), func(now time.Time) {
+		var idle []net.Conn
+		b.connsMu.Lock()
+		for c, st := range b.conns {
+			if idleExpired(time.Unix(0, st.lastActive.Load()), now, st.inFlight.Load(), maxIdle) {
+				idle = append(idle, c)
 			}
 		}
-	}
+		b.connsMu.Unlock()
+		for _, c := range idle {
+			b.logger.Debug("closing idle connection", "remote", c.RemoteAddr().String(), "connections.max.idle.ms", maxIdle.Milliseconds())
+			b.connsClosedIdle.Add(1)
+			c.Close()
+		}
+	})
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kbroker/kbroker/internal/kafkahash"
+	"github.com/kbroker/kbroker/internal/tick"
 )
 
 // TopicName is Kafka's internal topic of transaction state.
@@ -216,16 +217,7 @@ func New(cfg Config, log Log, markers MarkerWriter, producers func() (int64, err
 // every runs fn every interval until Close.
 func (c *Coordinator) every(interval time.Duration, fn func(ctx context.Context)) {
 	defer c.bg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.bgCtx.Done():
-			return
-		case <-t.C:
-			fn(c.bgCtx)
-		}
-	}
+	tick.Every(c.bgCtx, interval, func(time.Time) { fn(c.bgCtx) })
 }
 
 // PartitionFor is the __transaction_state partition of a transactional id,

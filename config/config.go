@@ -11,10 +11,17 @@ type Config struct {
 	Listeners           []string // listeners, e.g. PLAINTEXT://127.0.0.1:9092 (default)
 	AdvertisedListeners []string // advertised.listeners (default: listeners)
 	// ListenerSecurityProtocolMap is listener.security.protocol.map: listener
-	// name -> security protocol (default: each protocol maps to itself).
-	// kbroker speaks only PLAINTEXT; the map lets Docker-style setups name
-	// listeners (PLAINTEXT_HOST://...) as they do with Kafka.
+	// name -> security protocol, PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	// (default: each protocol maps to itself).
 	ListenerSecurityProtocolMap map[string]string
+	// Security holds the TLS and SASL properties as given: every ssl.* and
+	// sasl.* key and every listener.name.<listener>.* override, resolved
+	// per listener by ListenerSettings and checked when the broker builds
+	// its listeners. Values may be passwords: never log them.
+	Security map[string]string
+	// ConnectionsMaxReauth is connections.max.reauth.ms (default 0: a
+	// SASL session never expires, as Kafka's default).
+	ConnectionsMaxReauth time.Duration
 	// InterBrokerListenerName is inter.broker.listener.name: the listener
 	// whose advertised address other brokers use (default PLAINTEXT).
 	InterBrokerListenerName string

@@ -44,6 +44,7 @@ func Default() Config {
 		MessageMaxBytes:       1048588,
 		SocketRequestMaxBytes: 100 << 20,
 		ConnectionsMaxIdle:    10 * time.Minute,
+		Security:              map[string]string{},
 		MaxConnections:        math.MaxInt32,
 		MaxConnectionsPerIP:   math.MaxInt32,
 		QueuedMaxRequestBytes: -1,
@@ -148,14 +149,20 @@ func Load(path string, overrides []string) (Config, []string, error) {
 		known[p.name] = true
 	}
 	var unknown []string
-	for k := range values {
-		if !known[k] {
+	security := map[string]string{}
+	for k, v := range values {
+		switch {
+		case known[k]:
+		case isSecurityKey(k):
+			security[k] = strings.TrimSpace(v)
+		default:
 			unknown = append(unknown, k)
 		}
 	}
 	sort.Strings(unknown)
 
 	c := Default()
+	c.Security = security
 	// The table lists a setting's less precise keys first, so applying it
 	// in order lets the precise key win.
 	for _, p := range table {
@@ -216,9 +223,7 @@ func (c Config) Validate() error {
 		if !ok {
 			return &ValueError{Key: "listeners", Value: l, Reason: fmt.Sprintf("listener name %s is not in listener.security.protocol.map", name)}
 		}
-		if proto != "PLAINTEXT" {
-			return &ValueError{Key: "listeners", Value: l, Reason: fmt.Sprintf("security protocol %s is not supported; kbroker speaks PLAINTEXT only", proto)}
-		}
+		_ = proto // TLS and SASL settings are checked when the broker builds the listener
 	}
 	for _, l := range c.AdvertisedListeners {
 		name, host, _, err := ParseListener(l)
@@ -310,7 +315,7 @@ func properties() []prop {
 		listProp("advertised.listeners", "NAME://host:port,... given to clients and brokers (default: listeners)", func(c *Config) *[]string { return &c.AdvertisedListeners }),
 		{
 			name: "listener.security.protocol.map",
-			doc:  "NAME:PROTOCOL,... (only PLAINTEXT is supported)",
+			doc:  "NAME:PROTOCOL,... with PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
 			set: func(c *Config, v string) error {
 				m, err := parseProtocolMap(v)
 				c.ListenerSecurityProtocolMap = m
@@ -319,6 +324,7 @@ func properties() []prop {
 			get: func(c Config) string { return formatProtocolMap(c.ListenerSecurityProtocolMap) },
 		},
 		stringProp("inter.broker.listener.name", "listener other brokers connect to", func(c *Config) *string { return &c.InterBrokerListenerName }),
+		durationProp("connections.max.reauth.ms", "SASL session lifetime; clients re-authenticate before it ends (0: never)", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.ConnectionsMaxReauth }),
 		{
 			name: "log.dir",
 			doc:  "data directory, when log.dirs is not set",
@@ -654,4 +660,37 @@ func FormatConnectionOverrides(m map[string]int32) string {
 		parts[i] = h + ":" + strconv.Itoa(int(m[h]))
 	}
 	return strings.Join(parts, ",")
+}
+
+// isSecurityKey reports whether key is a TLS or SASL property, kept in
+// Config.Security: Kafka's ssl.* and sasl.* keys and per-listener
+// listener.name.<listener>.* overrides.
+func isSecurityKey(key string) bool {
+	return strings.HasPrefix(key, "ssl.") || strings.HasPrefix(key, "sasl.") || strings.HasPrefix(key, "listener.name.")
+}
+
+// ListenerSettings returns the TLS and SASL settings of the named
+// listener, by Kafka's rule: listener.name.<name in lower case>.<key>
+// overrides <key>. SASL mechanism settings keep their mechanism prefix
+// (listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config becomes
+// scram-sha-256.sasl.jaas.config).
+func (c Config) ListenerSettings(listener string) map[string]string {
+	prefix := "listener.name." + strings.ToLower(listener) + "."
+	out := map[string]string{}
+	for k, v := range c.Security {
+		if !strings.HasPrefix(k, "listener.name.") {
+			out[k] = v
+		}
+	}
+	for k, v := range c.Security {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out[rest] = v
+		}
+	}
+	return out
+}
+
+// ListenerProtocol returns the security protocol of the named listener.
+func (c Config) ListenerProtocol(listener string) string {
+	return c.ListenerSecurityProtocolMap[strings.ToUpper(listener)]
 }

@@ -186,7 +186,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"bad listener port", []string{"listeners=PLAINTEXT://:http"}, "listeners", "port"},
 		{"listener port too big", []string{"listeners=PLAINTEXT://:70000"}, "listeners", "70000"},
 		{"no listener", []string{"listeners="}, "listeners", "at least one"},
-		{"unsupported protocol", []string{"listeners=SSL://:9093", "inter.broker.listener.name=SSL"}, "listeners", "PLAINTEXT only"},
+		{"unknown protocol", []string{"listener.security.protocol.map=CLIENT:GSSAPI"}, "listener.security.protocol.map", "GSSAPI"},
 		{"unmapped listener name", []string{"listeners=CLIENT://:9093"}, "listeners", "listener.security.protocol.map"},
 		{"duplicate listener names", []string{"listeners=PLAINTEXT://:1,plaintext://:2"}, "listeners", "twice"},
 		{"duplicate ports", []string{"listeners=PLAINTEXT://:1,B://:1", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,B:PLAINTEXT"}, "listeners", "port 1"},
@@ -354,5 +354,41 @@ func TestListenerHostPort(t *testing.T) {
 		if h != host || p != port || (err2 == nil) != (err == nil) {
 			t.Errorf("ListenerHostPort(%q) = %q %d %v", tc.in, h, p, err2)
 		}
+	}
+}
+
+// TestListenerSettings checks Kafka's per-listener rule: a
+// listener.name.<listener>. key overrides the plain key for that listener
+// only, and TLS/SASL keys are kept rather than reported as unknown.
+func TestListenerSettings(t *testing.T) {
+	c, unknown, err := Load("", []string{
+		"listeners=CLIENT://127.0.0.1:1,BROKER://127.0.0.1:2",
+		"listener.security.protocol.map=CLIENT:SASL_SSL,BROKER:SSL",
+		"inter.broker.listener.name=BROKER",
+		"ssl.client.auth=none",
+		"ssl.keystore.location=/k/default.p12",
+		"listener.name.broker.ssl.client.auth=required",
+		"listener.name.client.scram-sha-512.sasl.jaas.config=x",
+		"sasl.enabled.mechanisms=PLAIN",
+	})
+	if err != nil || len(unknown) != 0 {
+		t.Fatalf("Load: %v, unknown %v", err, unknown)
+	}
+	for _, tc := range []struct {
+		listener, key, want string
+	}{
+		{"BROKER", "ssl.client.auth", "required"},
+		{"CLIENT", "ssl.client.auth", "none"},
+		{"BROKER", "ssl.keystore.location", "/k/default.p12"},
+		{"client", "scram-sha-512.sasl.jaas.config", "x"},
+		{"BROKER", "scram-sha-512.sasl.jaas.config", ""},
+		{"CLIENT", "sasl.enabled.mechanisms", "PLAIN"},
+	} {
+		if got := c.ListenerSettings(tc.listener)[tc.key]; got != tc.want {
+			t.Errorf("ListenerSettings(%s)[%s] = %q, want %q", tc.listener, tc.key, got, tc.want)
+		}
+	}
+	if got := c.ListenerProtocol("client"); got != "SASL_SSL" {
+		t.Errorf("ListenerProtocol(client) = %q", got)
 	}
 }

@@ -204,11 +204,7 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 func brokerInfos(brokers []zk.BrokerInfo) []BrokerInfo {
 	out := make([]BrokerInfo, 0, len(brokers))
 	for _, b := range brokers {
-		info := BrokerInfo{ID: b.ID, Rack: b.Rack}
-		if len(b.Endpoints) > 0 {
-			info.Host, info.Port = b.Endpoints[0].Host, b.Endpoints[0].Port
-		}
-		out = append(out, info)
+		out = append(out, BrokerInfo{ID: b.ID, Rack: b.Rack}.withEndpoints(b.Endpoints))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -96,10 +96,15 @@ func openLocalStore(dir string, self BrokerInfo) (*localStore, error) {
 	return s, nil
 }
 
-// zkBroker is b as its ZooKeeper registration (one PLAINTEXT endpoint).
+// zkBroker is b as its ZooKeeper registration: every endpoint, the
+// inter-broker one first (one PLAINTEXT endpoint at Host:Port when b
+// lists none).
 func zkBroker(b BrokerInfo) zk.BrokerInfo {
-	return zk.BrokerInfo{ID: b.ID, Rack: b.Rack, JMXPort: -1,
-		Endpoints: []zk.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: b.Host, Port: b.Port}}}
+	eps := slices.Clone(b.Endpoints)
+	if len(eps) == 0 {
+		eps = []zk.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: b.Host, Port: b.Port}}
+	}
+	return zk.BrokerInfo{ID: b.ID, Rack: b.Rack, JMXPort: -1, Endpoints: eps}
 }
 
 func (s *localStore) load() (*localState, error) {

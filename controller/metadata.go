@@ -4,14 +4,56 @@
 // single-node mode; ZooKeeper for clusters.
 package controller
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/kbroker/kbroker/controller/zk"
+)
+
+// Endpoint is one advertised listener of a broker (Kafka's EndPoint).
+type Endpoint = zk.Endpoint
 
 // BrokerInfo is one live broker as the cluster sees it.
 type BrokerInfo struct {
-	ID   int32  `json:"id"`
+	ID int32 `json:"id"`
+	// Host and Port are the address other brokers connect to: the
+	// inter-broker listener's endpoint, which a broker registers first
+	// among its Endpoints (every broker of a cluster names the same
+	// inter.broker.listener.name, as in Kafka).
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
+	// Endpoints are every advertised listener, inter-broker first: a
+	// client is told the endpoint of the listener it connected to.
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+// Endpoint returns the broker's endpoint for the named listener. A broker
+// known only by Host and Port (a view from an older kbroker) has one
+// PLAINTEXT endpoint there.
+func (b BrokerInfo) Endpoint(listener string) (Endpoint, bool) {
+	if len(b.Endpoints) == 0 {
+		if listener == "PLAINTEXT" {
+			return Endpoint{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: b.Host, Port: b.Port}, true
+		}
+		return Endpoint{}, false
+	}
+	for _, e := range b.Endpoints {
+		if e.Listener == listener {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
+}
+
+// withEndpoints returns b with its endpoints set, Host and Port from the
+// first (the inter-broker listener's).
+func (b BrokerInfo) withEndpoints(eps []Endpoint) BrokerInfo {
+	b.Endpoints = slices.Clone(eps)
+	if len(eps) > 0 {
+		b.Host, b.Port = eps[0].Host, eps[0].Port
+	}
+	return b
 }
 
 // PartitionState is the replica assignment and leadership of one partition.

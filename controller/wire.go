@@ -45,9 +45,16 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 		live[b.ID] = true
 		lb := kmsg.NewUpdateMetadataRequestLiveBroker()
 		lb.ID = b.ID
-		ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
-		ep.Host, ep.Port, ep.ListenerName, ep.SecurityProtocol = b.Host, b.Port, "PLAINTEXT", 0
-		lb.Endpoints = append(lb.Endpoints, ep)
+		eps := b.Endpoints
+		if len(eps) == 0 {
+			eps = []Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: b.Host, Port: b.Port}}
+		}
+		for _, e := range eps {
+			ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+			ep.Host, ep.Port, ep.ListenerName = e.Host, e.Port, e.Listener
+			ep.SecurityProtocol = securityProtocolCode(e.SecurityProtocol)
+			lb.Endpoints = append(lb.Endpoints, ep)
+		}
 		if b.Rack != "" {
 			rack := b.Rack
 			lb.Rack = &rack
@@ -108,10 +115,11 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 		}
 	})
 	for _, lb := range req.LiveBrokers {
-		b := BrokerInfo{ID: lb.ID}
-		if len(lb.Endpoints) > 0 {
-			b.Host, b.Port = lb.Endpoints[0].Host, lb.Endpoints[0].Port
+		eps := make([]Endpoint, 0, len(lb.Endpoints))
+		for _, e := range lb.Endpoints {
+			eps = append(eps, Endpoint{Listener: e.ListenerName, SecurityProtocol: securityProtocolName(e.SecurityProtocol), Host: e.Host, Port: e.Port})
 		}
+		b := BrokerInfo{ID: lb.ID}.withEndpoints(eps)
 		if lb.Rack != nil {
 			b.Rack = *lb.Rack
 		}
@@ -138,4 +146,30 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 		md.Topics[t.Name] = t
 	}
 	return md, nil
+}
+
+// securityProtocolCode and securityProtocolName map Kafka's
+// SecurityProtocol ids, as UpdateMetadata carries them.
+func securityProtocolCode(name string) int16 {
+	switch name {
+	case "SSL":
+		return 1
+	case "SASL_PLAINTEXT":
+		return 2
+	case "SASL_SSL":
+		return 3
+	}
+	return 0
+}
+
+func securityProtocolName(code int16) string {
+	switch code {
+	case 1:
+		return "SSL"
+	case 2:
+		return "SASL_PLAINTEXT"
+	case 3:
+		return "SASL_SSL"
+	}
+	return "PLAINTEXT"
 }

@@ -11,7 +11,15 @@ func TestUpdateMetadataRoundTrip(t *testing.T) {
 	md := &Metadata{
 		ClusterID:    "abc",
 		ControllerID: 2,
-		Brokers:      []BrokerInfo{{ID: 1, Host: "127.0.0.1", Port: 9001, Rack: "r1"}, {ID: 2, Host: "127.0.0.1", Port: 9002}},
+		Brokers: []BrokerInfo{
+			// Every listener travels, the inter-broker one first.
+			BrokerInfo{ID: 1, Rack: "r1"}.withEndpoints([]Endpoint{
+				{Listener: "BROKER", SecurityProtocol: "SASL_SSL", Host: "127.0.0.1", Port: 9001},
+				{Listener: "CLIENT", SecurityProtocol: "SSL", Host: "kafka", Port: 29001},
+				{Listener: "HOST", SecurityProtocol: "SASL_PLAINTEXT", Host: "localhost", Port: 19001},
+			}),
+			BrokerInfo{ID: 2}.withEndpoints([]Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: 9002}}),
+		},
 		Topics: map[string]*Topic{
 			"a": {Name: "a", ID: [16]byte{1}, Configs: map[string]string{"retention.ms": "100"}, Partitions: []PartitionState{
 				{Replicas: []int32{1, 3}, Leader: 1, LeaderEpoch: 4, ISR: []int32{1}},

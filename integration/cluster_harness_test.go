@@ -56,6 +56,9 @@ type clusterOpts struct {
 	lag        time.Duration
 	// extra overrides, applied after the defaults (later ones win).
 	extra []string
+	// perBroker, if set, gives broker id's own overrides, applied last
+	// (its listeners, say).
+	perBroker func(id int) []string
 }
 
 // replicationDefaults are the replicated cluster's broker settings besides
@@ -144,6 +147,9 @@ func (c *testCluster) brokerOverrides(id int, extra ...string) []string {
 		ov = append(ov, replicationDefaults...)
 	}
 	ov = append(ov, c.opts.extra...)
+	if c.opts.perBroker != nil {
+		ov = append(ov, c.opts.perBroker(id)...)
+	}
 	return append(ov, extra...)
 }
 

@@ -32,7 +32,7 @@ import (
 
 func init() { registerAPI(kmsg.Metadata.Int16(), 0, 12, handleMetadata) }
 
-func handleMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleMetadata(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	md := b.controller.Metadata()
@@ -46,7 +46,7 @@ func handleMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.R
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			resp.Topics = append(resp.Topics, metadataTopic(b, md.Topics[name], req.Version))
+			resp.Topics = append(resp.Topics, metadataTopic(b, rc, md.Topics[name], req.Version))
 		}
 	} else {
 		for _, rt := range req.Topics {
@@ -86,7 +86,7 @@ func handleMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.R
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, metadataTopic(b, t, req.Version))
+			resp.Topics = append(resp.Topics, metadataTopic(b, rc, t, req.Version))
 		}
 	}
 	brokers := md.Brokers
@@ -96,10 +96,14 @@ func handleMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.R
 		brokers = append(slices.Clone(brokers), b.self)
 	}
 	for _, br := range brokers {
+		ep, ok := b.endpointFor(rc, br)
+		if !ok {
+			continue // not reachable on this client's listener
+		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = br.ID
-		mb.Host = br.Host
-		mb.Port = br.Port
+		mb.Host = ep.Host
+		mb.Port = ep.Port
 		if br.Rack != "" {
 			rack := br.Rack
 			mb.Rack = &rack
@@ -112,7 +116,7 @@ func handleMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.R
 	return resp, nil
 }
 
-func metadataTopic(b *Broker, t *controller.Topic, version int16) kmsg.MetadataResponseTopic {
+func metadataTopic(b *Broker, rc *requestContext, t *controller.Topic, version int16) kmsg.MetadataResponseTopic {
 	md := b.controller.Metadata()
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
@@ -133,6 +137,15 @@ func metadataTopic(b *Broker, t *controller.Topic, version int16) kmsg.MetadataR
 		}
 		if ps.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		} else if leader, live := md.Broker(ps.Leader); live {
+			if _, ok := b.endpointFor(rc, leader); !ok {
+				// Kafka's rule: the leader lacks this client's listener.
+				mp.Leader = -1
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+				if version >= 6 {
+					mp.ErrorCode = kerr.ListenerNotFound.Code
+				}
+			}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

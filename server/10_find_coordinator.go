@@ -35,7 +35,7 @@ import (
 
 func init() { registerAPI(kmsg.FindCoordinator.Int16(), 0, 6, handleFindCoordinator) }
 
-func handleFindCoordinator(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleFindCoordinator(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys
@@ -46,13 +46,22 @@ func handleFindCoordinator(_ context.Context, b *Broker, _ *requestContext, kreq
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
 		node, err := b.findCoordinator(req.CoordinatorType, key)
+		var ep controller.Endpoint
+		if err == nil {
+			var ok bool
+			if ep, ok = b.endpointFor(rc, node); !ok {
+				// As Kafka: the coordinator has no endpoint on this
+				// client's listener.
+				err = fmt.Errorf("%w: coordinator %d has no listener %s", kerr.CoordinatorNotAvailable, node.ID, rc.listener)
+			}
+		}
 		if err != nil {
 			c.ErrorCode = protocol.ErrorCode(err)
 			msg := err.Error()
 			c.ErrorMessage = &msg
 			c.NodeID, c.Port = -1, -1
 		} else {
-			c.NodeID, c.Host, c.Port = node.ID, node.Host, node.Port
+			c.NodeID, c.Host, c.Port = node.ID, ep.Host, ep.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

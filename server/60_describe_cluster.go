@@ -34,7 +34,7 @@ const clusterAuthorizedOperations int32 = 1<<kmsg.ACLOperationCreate |
 	1<<kmsg.ACLOperationAlterConfigs |
 	1<<kmsg.ACLOperationIdempotentWrite
 
-func handleDescribeCluster(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeCluster(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 
@@ -51,10 +51,14 @@ func handleDescribeCluster(_ context.Context, b *Broker, _ *requestContext, kreq
 	resp.ClusterID = md.ClusterID
 	resp.ControllerID = md.ControllerID
 	for _, bi := range md.Brokers {
+		ep, ok := b.endpointFor(rc, bi)
+		if !ok {
+			continue // not reachable on this client's listener
+		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID = bi.ID
-		rb.Host = bi.Host
-		rb.Port = bi.Port
+		rb.Host = ep.Host
+		rb.Port = ep.Port
 		if bi.Rack != "" {
 			rack := bi.Rack
 			rb.Rack = &rack

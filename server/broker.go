@@ -60,6 +60,8 @@ type Broker struct {
 	quotas          *connQuotas
 	// requests is the queued.max.request.bytes pool.
 	requests *requestPool
+	// listeners are the configured listeners by name.
+	listeners map[string]*listener
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -67,6 +69,9 @@ type requestContext struct {
 	clientID      string
 	correlationID int32
 	version       int16
+	// listener is the name of the listener the request arrived on
+	// ("" in handler tests: the inter-broker listener).
+	listener string
 }
 
 // NewBroker validates cfg and prepares a broker; nothing listens or opens
@@ -78,21 +83,25 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	if len(cfg.LogDirs) == 0 {
 		return nil, errors.New("no log.dirs configured")
 	}
-	advertised := cfg.AdvertisedListeners
-	if len(advertised) == 0 {
-		advertised = cfg.Listeners
-	}
-	host, port, err := config.ListenerHostPort(advertised[0])
+	endpoints, err := cfg.AdvertisedEndpoints()
 	if err != nil {
-		return nil, fmt.Errorf("advertised.listeners: %w", err)
+		return nil, err
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
+	listeners, err := newListeners(cfg)
+	if err != nil {
+		return nil, err
 	}
+	self := controller.BrokerInfo{ID: cfg.BrokerID, Rack: cfg.BrokerRack}
+	for _, e := range endpoints {
+		self.Endpoints = append(self.Endpoints, controller.Endpoint{Listener: e.Listener, SecurityProtocol: e.SecurityProtocol, Host: e.Host, Port: e.Port})
+	}
+	// Other brokers dial the first endpoint, the inter-broker listener's.
+	self.Host, self.Port = self.Endpoints[0].Host, self.Endpoints[0].Port
 	return &Broker{
 		cfg:         cfg,
 		logger:      logger,
-		self:        controller.BrokerInfo{ID: cfg.BrokerID, Host: host, Port: port, Rack: cfg.BrokerRack},
+		self:        self,
+		listeners:   listeners,
 		fetches:     newFetchSessions(),
 		conns:       make(map[net.Conn]*connState),
 		viewChanged: make(chan struct{}),
@@ -246,10 +255,11 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	for i, ln := range listeners {
 		name, _, _, _ := config.ParseListener(b.cfg.Listeners[i])
+		l := b.listeners[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.acceptLoop(serveCtx, ln, name, &wg)
+			b.acceptLoop(serveCtx, ln, l, &wg)
 		}()
 	}
 	// Register only once listening: the controller connects to us.
@@ -347,7 +357,8 @@ func (b *Broker) shutdownStorage() error {
 // closed. A failed accept (out of descriptors, most often) is retried
 // after a growing pause (see acceptBackoff), logged at most once per
 // acceptLogEvery. Connection limits are connQuotas'.
-func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, name string, wg *sync.WaitGroup) {
+func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, l *listener, wg *sync.WaitGroup) {
+	name := l.name
 	var backoff acceptBackoff
 	logLimit := ratelog.New(acceptLogEvery)
 	refusedLog := ratelog.New(acceptLogEvery)
@@ -399,7 +410,7 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, name string, w
 				c.Close()
 				b.quotas.release(addr)
 			}()
-			b.serveConn(ctx, c, st)
+			b.serveConn(ctx, c, st, l)
 		}()
 	}
 }

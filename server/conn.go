@@ -46,7 +46,7 @@ type queuedResponse struct {
 //
 // st records when the connection was last active and how many requests
 // are in flight, for connections.max.idle.ms.
-func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
+func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *listener) {
 	logger := b.logger.With("remote", c.RemoteAddr().String())
 	queue := make(chan queuedResponse, maxPipelinedProduces-1)
 	var unanswered sync.WaitGroup
@@ -109,6 +109,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 			logger.Warn("closing connection: bad request", "api_key", hdr.APIKey, "api_version", hdr.APIVersion, "client_id", hdr.ClientID, "err", err)
 			return
 		}
+		l.countRequest(req)
 		isProduce := hdr.APIKey == kmsg.Produce.Int16()
 		if !isProduce {
 			unanswered.Wait()
@@ -116,7 +117,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState) {
 		if broken.Load() {
 			return // requests already buffered must not be appended
 		}
-		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion}
+		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name}
 		resp, err := b.handle(ctx, rc, req)
 		b.requests.release(held)
 		held = 0

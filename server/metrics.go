@@ -30,6 +30,7 @@ type metricsCollector struct {
 	connections     *prometheus.Desc
 	closedIdle      *prometheus.Desc
 	refused         *prometheus.Desc
+	requests        *prometheus.Desc
 }
 
 func newMetricsCollector(b *Broker) *metricsCollector {
@@ -49,11 +50,12 @@ func newMetricsCollector(b *Broker) *metricsCollector {
 		connections:     prometheus.NewDesc("kbroker_connections", "Open client connections (Kafka's connection-count).", nil, nil),
 		closedIdle:      prometheus.NewDesc("kbroker_connections_closed_idle_total", "Connections closed after connections.max.idle.ms without a request.", nil, nil),
 		refused:         prometheus.NewDesc("kbroker_connections_refused_total", "Connections closed at once for max.connections.per.ip.", nil, nil),
+		requests:        prometheus.NewDesc("kbroker_requests_total", "Requests received, by listener and Kafka's RequestMetrics request name (FetchConsumer, FetchFollower, Produce, ...).", []string{"listener", "request"}, nil),
 	}
 }
 
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.underReplicated, m.offline, m.isrShrinks, m.isrExpands, m.unclean, m.activeCtrl, m.leaderEpoch, m.followerLag, m.highWatermark, m.logEnd, m.connections, m.closedIdle, m.refused} {
+	for _, d := range []*prometheus.Desc{m.underReplicated, m.offline, m.isrShrinks, m.isrExpands, m.unclean, m.activeCtrl, m.leaderEpoch, m.followerLag, m.highWatermark, m.logEnd, m.connections, m.closedIdle, m.refused, m.requests} {
 		ch <- d
 	}
 }
@@ -105,6 +107,11 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.connections, prometheus.GaugeValue, float64(open))
 	ch <- prometheus.MustNewConstMetric(m.closedIdle, prometheus.CounterValue, float64(b.connsClosedIdle.Load()))
 	ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(b.connsRefused.Load()))
+	for _, l := range b.listeners {
+		for name, n := range l.requestCounts() {
+			ch <- prometheus.MustNewConstMetric(m.requests, prometheus.CounterValue, float64(n), l.name, name)
+		}
+	}
 }
 
 // serveMetrics serves Prometheus /metrics on addr until ctx ends.

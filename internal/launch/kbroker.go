@@ -2,6 +2,8 @@ package launch
 
 import (
 	"context"
+	"net"
+	"strings"
 	"time"
 )
 
@@ -21,7 +23,10 @@ type KbrokerSpec struct {
 	Attempts int
 	// DataDir is log.dirs.
 	DataDir string
-	// Args follow the listener and data directory; see Overrides.
+	// Args follow the listener and data directory; see Overrides. In
+	// each, {addr} and {port} stand for the broker's address and port, so
+	// that a test can set listeners of its own with the probed one among
+	// them (listeners=BROKER://{addr},CLIENT://127.0.0.1:9093).
 	Args []string
 	// Dir is the working directory ("" for ours).
 	Dir string
@@ -87,7 +92,12 @@ func (k *Kbroker) Start(ctx context.Context) error {
 }
 
 func (k *Kbroker) startOnce(ctx context.Context, addr string) error {
-	args := append(Overrides("listeners=PLAINTEXT://"+addr, "log.dirs="+k.spec.DataDir), k.spec.Args...)
+	_, port, _ := net.SplitHostPort(addr)
+	args := Overrides("listeners=PLAINTEXT://"+addr, "log.dirs="+k.spec.DataDir)
+	for _, a := range k.spec.Args {
+		// A test with several listeners names the probed one's address.
+		args = append(args, strings.NewReplacer("{addr}", addr, "{port}", port).Replace(a))
+	}
 	p, err := Start(Spec{Path: k.spec.Bin, Args: args, Dir: k.spec.Dir, LogPath: k.spec.LogPath})
 	if err != nil {
 		return err

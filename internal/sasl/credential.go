@@ -1,7 +1,11 @@
 // Package sasl is the broker side of Kafka's SASL mechanisms (PLAIN,
-// SCRAM-SHA-256, SCRAM-SHA-512): the credentials it stores and the
-// challenge/response logic behind SaslHandshake and SaslAuthenticate. It
-// does no I/O; the connection code feeds it the client's bytes.
+// SCRAM-SHA-256, SCRAM-SHA-512): the credentials it stores, the
+// sasl.jaas.config parser, and the challenge/response logic behind
+// SaslHandshake and SaslAuthenticate. It does no I/O; the connection code
+// feeds it the client's bytes.
+//
+// Not supported: GSSAPI (Kerberos), OAUTHBEARER, and SCRAM with
+// delegation tokens (the tokenauth extension fails authentication).
 package sasl
 
 import (
@@ -133,6 +137,14 @@ func (c Credential) String() string {
 		"," + fieldStoredKey + "=" + enc.EncodeToString(c.StoredKey) +
 		"," + fieldServerKey + "=" + enc.EncodeToString(c.ServerKey) +
 		"," + fieldIterations + "=" + strconv.FormatInt(int64(c.Iterations), 10)
+}
+
+// Format keeps the salt and keys out of anything printed through fmt
+// (%v, %+v, %s, log and slog lines): a Credential printed by accident
+// shows only its mechanism and iteration count. Call String explicitly
+// for the stored form.
+func (c Credential) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, "sasl.Credential{Mechanism:%s Iterations:%d (salt and keys redacted)}", c.Mechanism, c.Iterations)
 }
 
 // ParseCredential reads the form String writes

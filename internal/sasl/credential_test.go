@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -66,7 +67,7 @@ func TestNewScramCredential(t *testing.T) {
 				Iterations: 4096,
 			}
 			if !credentialEqual(c, want) {
-				t.Fatalf("NewScramCredential = %+v, want %+v", c, want)
+				t.Fatalf("NewScramCredential = %s, want %s", c.String(), want.String())
 			}
 			s := c.String()
 			wantS := "salt=" + rfcSalt + ",stored_key=" + tt.storedKey + ",server_key=" + tt.serverKey + ",iterations=4096"
@@ -78,7 +79,7 @@ func TestNewScramCredential(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !credentialEqual(back, want) {
-				t.Fatalf("ParseCredential(String()) = %+v, want %+v", back, want)
+				t.Fatalf("ParseCredential(String()) = %s, want %s", back.String(), want.String())
 			}
 		})
 	}
@@ -210,5 +211,25 @@ func TestNewScramCredentialErrors(t *testing.T) {
 	}
 	if _, err := SaltPassword(ScramSHA256, "pw", []byte("s"), -1); err == nil {
 		t.Fatal("SaltPassword accepted -1 iterations")
+	}
+}
+
+// Printing a Credential through fmt, by accident or in a log line, shows
+// no salt or key; String still gives the stored form.
+func TestCredentialFormatRedacts(t *testing.T) {
+	c := Credential{Mechanism: ScramSHA256, Salt: []byte("salty"), StoredKey: []byte("stored-key-bytes"), ServerKey: []byte("server-key-bytes"), Iterations: 4096}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		got := fmt.Sprintf(verb, c)
+		for _, leak := range []string{"salty", "c2FsdHk", "stored-key", "c3RvcmVkLWtleS", "server-key", "c2VydmVyLWtleS", "73616c7479"} {
+			if strings.Contains(got, leak) {
+				t.Fatalf("Sprintf(%s) = %q shows key material", verb, got)
+			}
+		}
+		if !strings.Contains(got, "SCRAM-SHA-256") {
+			t.Fatalf("Sprintf(%s) = %q lacks the mechanism", verb, got)
+		}
+	}
+	if !strings.HasPrefix(c.String(), "salt=c2FsdHk=,stored_key=") {
+		t.Fatalf("String = %q", c.String())
 	}
 }

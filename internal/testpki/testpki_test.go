@@ -15,26 +15,50 @@ import (
 	"software.sslmate.com/src/go-pkcs12"
 )
 
-// handshake runs a TLS handshake over a pipe and returns the server's
-// connection state and both sides' errors.
+// handshake runs a TLS handshake over loopback TCP and returns the
+// server's connection state and both sides' errors.
 func handshake(t *testing.T, server, client *tls.Config) (tls.ConnectionState, error, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sc, cc := net.Pipe()
-	srv := tls.Server(sc, server)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
 	type result struct {
 		state tls.ConnectionState
 		err   error
 	}
 	done := make(chan result, 1)
 	go func() {
-		err := srv.HandshakeContext(ctx)
-		sc.Close() // unblock the client if the server gave up
+		sc, err := ln.Accept()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer sc.Close()
+		srv := tls.Server(sc, server)
+		err = srv.HandshakeContext(ctx)
+		if err == nil {
+			_, err = srv.Write([]byte{1})
+		}
 		done <- result{srv.ConnectionState(), err}
 	}()
-	cerr := tls.Client(cc, client).HandshakeContext(ctx)
-	cc.Close()
+	var d net.Dialer
+	cc, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cli := tls.Client(cc, client)
+	cerr := cli.HandshakeContext(ctx)
+	if cerr == nil {
+		// A TLS 1.3 server judges the client's certificate after the
+		// client's handshake returns: its byte says it accepted.
+		_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, cerr = cli.Read(make([]byte, 1))
+	}
 	r := <-done
 	return r.state, r.err, cerr
 }

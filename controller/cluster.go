@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -33,6 +34,9 @@ type ClusterConfig struct {
 	// any of the deleted topics ids (its data not yet removed): while it
 	// does, it does not confirm their deletion. Nil: never.
 	HoldsDeleted func(ids [][16]byte) bool
+	// PeerSecurity secures and authenticates the controller's connections
+	// to the brokers (the inter-broker listener's protocol).
+	PeerSecurity kafkaconn.Security
 }
 
 // Cluster is this broker's control plane in a ZooKeeper cluster. Every

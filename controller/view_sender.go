@@ -29,7 +29,7 @@ type viewSender struct {
 }
 
 func newViewSender(a *active, id int32, addr string) *viewSender {
-	s := &viewSender{a: a, id: id, addr: addr, conn: kafkaconn.New(addr, "kbroker-controller-"+strconv.Itoa(int(a.c.cfg.Self.ID))),
+	s := &viewSender{a: a, id: id, addr: addr, conn: kafkaconn.New(addr, "kbroker-controller-"+strconv.Itoa(int(a.c.cfg.Self.ID))).WithSecurity(a.c.cfg.PeerSecurity),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	a.wg.Add(1)
 	go s.run()

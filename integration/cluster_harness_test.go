@@ -59,6 +59,12 @@ type clusterOpts struct {
 	// perBroker, if set, gives broker id's own overrides, applied last
 	// (its listeners, say).
 	perBroker func(id int) []string
+	// probe, if set, tells whether a broker answers (a cluster whose
+	// listeners need TLS or SASL); nil: a plain ApiVersions.
+	probe func(addr string, timeout time.Duration) error
+	// clientOpts are what every test client needs (TLS, SASL) with
+	// these listeners.
+	clientOpts []kgo.Opt
 }
 
 // replicationDefaults are the replicated cluster's broker settings besides
@@ -104,6 +110,7 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 	}
 	start := time.Now()
 	c := &testCluster{t: t, opts: o, zk: zktest.Start(t)}
+	c.security = o.clientOpts
 	t.Cleanup(c.closeProbes)
 	for id := 1; id <= o.brokers; id++ {
 		var metrics []string
@@ -111,7 +118,7 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 			c.metrics = append(c.metrics, "127.0.0.1:"+strconv.Itoa(freePort(t)))
 			metrics = []string{"kbroker.metrics.address=" + c.metrics[id-1]}
 		}
-		c.brokers = append(c.brokers, StartBroker(t, c.brokerOverrides(id, metrics...)...))
+		c.brokers = append(c.brokers, startBroker(t, t.TempDir(), o.probe, c.brokerOverrides(id, metrics...)...))
 	}
 	c.waitAgreed(t, clusterStartWithin, func(v clusterView) error {
 		if len(v.brokers) != o.brokers {
@@ -201,7 +208,7 @@ func (c *testCluster) addrs() []string {
 // cleanup.
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(30 * time.Second)}, opts...)
+	opts = append(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RetryTimeout(30 * time.Second)}, c.opts.clientOpts...), opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		c.t.Fatalf("kgo.NewClient: %v", err)

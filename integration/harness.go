@@ -140,6 +140,18 @@ func StartBroker(t testing.TB, overrides ...string) *Broker {
 // previous broker of the same test wrote.
 func StartBrokerIn(t testing.TB, dataDir string, overrides ...string) *Broker {
 	t.Helper()
+	return startBroker(t, dataDir, nil, overrides...)
+}
+
+// StartBrokerProbed is StartBroker for a broker whose probed listener
+// needs TLS or SASL: probe tells whether it answers (launch.KafkaPingWith).
+func StartBrokerProbed(t testing.TB, probe func(addr string, timeout time.Duration) error, overrides ...string) *Broker {
+	t.Helper()
+	return startBroker(t, t.TempDir(), probe, overrides...)
+}
+
+func startBroker(t testing.TB, dataDir string, probe func(addr string, timeout time.Duration) error, overrides ...string) *Broker {
+	t.Helper()
 	if brokerBin == "" {
 		t.Fatal("integration: broker binary not set up (TestMain must call setupBinary)")
 	}
@@ -155,6 +167,7 @@ func StartBrokerIn(t testing.TB, dataDir string, overrides ...string) *Broker {
 		Timeout:      startTimeout,
 		Every:        50 * time.Millisecond,
 		ProbeTimeout: 500 * time.Millisecond,
+		Probe:        probe,
 	})}
 	t.Cleanup(func() {
 		b.killQuietly()

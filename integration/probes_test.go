@@ -19,6 +19,9 @@ type probeSet struct {
 	mu      sync.Mutex // guards clients and zkc
 	clients map[string]*kgo.Client
 	zkc     *zk.Conn
+	// security are the options every client needs (TLS, SASL) on a
+	// cluster whose listeners require them; set before first use.
+	security []kgo.Opt
 }
 
 // clientFor returns the client kept under key, making it with opts (after
@@ -29,7 +32,8 @@ func (s *probeSet) clientFor(key, addr string, opts ...kgo.Opt) (*kgo.Client, er
 	if cl := s.clients[key]; cl != nil {
 		return cl, nil
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RequestRetries(0)}, opts...)...)
+	base := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RequestRetries(0)}, s.security...)
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, err
 	}

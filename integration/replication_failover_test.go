@@ -35,7 +35,7 @@ type kcatLoad struct {
 
 var kcatDelivered = regexp.MustCompile(`Message delivered to partition (-?\d+) \(offset (-?\d+)\)`)
 
-func startKcatLoad(t *testing.T, brokers []string, topic string, partition int32, prefix string, every time.Duration) *kcatLoad {
+func startKcatLoad(t *testing.T, brokers []string, topic string, partition int32, prefix string, every time.Duration, extra ...string) *kcatLoad {
 	t.Helper()
 	if _, err := exec.LookPath("kcat"); err != nil {
 		t.Skip("kcat not installed")
@@ -44,6 +44,7 @@ func startKcatLoad(t *testing.T, brokers []string, topic string, partition int32
 	l.cmd = exec.Command("kcat", "-P", "-b", strings.Join(brokers, ","), "-t", topic, "-p", strconv.Itoa(int(partition)),
 		"-X", "acks=all", "-X", "enable.idempotence=true", "-X", "linger.ms=5",
 		"-X", "message.timeout.ms=60000", "-X", "topic.metadata.refresh.interval.ms=1000", "-vv")
+	l.cmd.Args = append(l.cmd.Args, extra...)
 	var err error
 	if l.stdin, err = l.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -151,13 +152,22 @@ func (l *kcatLoad) stop(t *testing.T) ([]string, []int64) {
 // rejoins every ISR, holds the same log end, and the automatic preferred
 // leader rebalance (1 s interval) gives it its partitions back.
 func TestReplicationKillLeaderUnderLoad(t *testing.T) {
+	testKillLeaderUnderLoad(t, clusterSecurity{})
+}
+
+// testKillLeaderUnderLoad runs the scenario on a cluster whose listeners
+// are secured as sec says.
+func testKillLeaderUnderLoad(t *testing.T, sec clusterSecurity) {
 	const (
 		topic      = "kill-leader"
 		partitions = 3
 		session    = 2 * time.Second
 	)
 	c := startCluster(t, clusterOpts{brokers: 3, session: session, replicated: true, lag: 1500 * time.Millisecond,
-		extra: []string{"auto.leader.rebalance.enable=true", "leader.imbalance.check.interval.seconds=1"}})
+		extra:      append([]string{"auto.leader.rebalance.enable=true", "leader.imbalance.check.interval.seconds=1"}, sec.overrides...),
+		probe:      sec.probe,
+		clientOpts: sec.clientOpts,
+	})
 	states := c.createTopic(topic, partitions, nil)
 	ctrl := c.controller()
 	// A partition not led by the controller: this test is about the
@@ -168,7 +178,7 @@ func TestReplicationKillLeaderUnderLoad(t *testing.T) {
 
 	franz := c.client(kgo.ProducerLinger(2 * time.Millisecond))
 	fl := startKgoLoad(franz, topic, "franz", -1, 2*time.Millisecond)
-	kl := startKcatLoad(t, c.addrs(), topic, p, "kcat", 5*time.Millisecond)
+	kl := startKcatLoad(t, c.addrs(), topic, p, "kcat", 5*time.Millisecond, sec.kcatArgs...)
 	fl.waitAcked(t, 300, 30*time.Second)
 	checkFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if n := kl.deliveredCount(); n < 100 {

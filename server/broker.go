@@ -62,6 +62,9 @@ type Broker struct {
 	requests *requestPool
 	// listeners are the configured listeners by name.
 	listeners map[string]*listener
+	// peerSecurity is how connections to other brokers are secured and
+	// authenticated (the inter-broker listener's protocol).
+	peerSecurity kafkaconn.Security
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -72,6 +75,16 @@ type requestContext struct {
 	// listener is the name of the listener the request arrived on
 	// ("" in handler tests: the inter-broker listener).
 	listener string
+	// principal is the connection's authenticated principal (User:alice,
+	// User:ANONYMOUS), remote the client's address.
+	principal string
+	remote    string
+	// auth is the connection's SASL state, for SaslHandshake and
+	// SaslAuthenticate (nil in handler tests).
+	auth *connAuth
+	// closeAfter is set by a handler whose answer must be the
+	// connection's last (a failed authentication).
+	closeAfter bool
 }
 
 // NewBroker validates cfg and prepares a broker; nothing listens or opens
@@ -87,10 +100,6 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	listeners, err := newListeners(cfg)
-	if err != nil {
-		return nil, err
-	}
 	self := controller.BrokerInfo{ID: cfg.BrokerID, Rack: cfg.BrokerRack}
 	for _, e := range endpoints {
 		self.Endpoints = append(self.Endpoints, controller.Endpoint{Listener: e.Listener, SecurityProtocol: e.SecurityProtocol, Host: e.Host, Port: e.Port})
@@ -101,7 +110,6 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		cfg:         cfg,
 		logger:      logger,
 		self:        self,
-		listeners:   listeners,
 		fetches:     newFetchSessions(),
 		conns:       make(map[net.Conn]*connState),
 		viewChanged: make(chan struct{}),
@@ -117,6 +125,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	start := time.Now()
 	logDir := b.cfg.LogDirs[0]
 	var err error
+	if b.peerSecurity, err = interBrokerSecurity(b.cfg); err != nil {
+		return err
+	}
 	rcfg := replica.Config{
 		LogDir:            logDir,
 		RetentionCheck:    b.cfg.LogRetentionCheck,
@@ -136,7 +147,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		rcfg.ISRWriter = &isrWriter{b: b}
 		clientID := "kbroker-replica-" + strconv.Itoa(int(b.cfg.BrokerID))
 		rcfg.Dial = func(_ int32, addr string) replica.LeaderConn {
-			return kafkaconn.New(addr, clientID).ReuseResponseBuffer()
+			return kafkaconn.New(addr, clientID).ReuseResponseBuffer().WithSecurity(b.peerSecurity)
 		}
 	}
 	b.replicas, err = replica.Open(rcfg, b.logger)
@@ -153,6 +164,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		UncleanDefault:      b.cfg.UncleanLeaderElectionEnable,
 		AutoLeaderRebalance: b.cfg.AutoLeaderRebalanceEnable,
 		HoldsDeleted:        b.holdsDeleted,
+		PeerSecurity:        b.peerSecurity,
 		OnSessionLost: func() {
 			b.logger.Warn("ZooKeeper session lost: serving no partition as leader until the controller's next view")
 			for _, p := range b.replicas.All() {
@@ -190,6 +202,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		return err
 	}
 
+	if b.listeners, err = newListeners(b.cfg, b.scramLookup(), logDir, b.logger); err != nil {
+		b.shutdownStorage()
+		return err
+	}
 	listeners := make([]net.Listener, 0, len(b.cfg.Listeners))
 	var metricsLn net.Listener
 	for _, l := range b.cfg.Listeners {

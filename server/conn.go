@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,11 +16,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// authTimeout bounds a new connection's TLS handshake and SASL exchange
+// together: Kafka leaves it to connections.max.idle.ms (10 minutes by
+// default), which lets stalled or foreign clients hold connections far
+// longer than any real client needs.
+const authTimeout = 10 * time.Second
 
 // maxPipelinedProduces bounds how many produce requests of one connection
 // may wait for replication at once (the clients' default of at most five
@@ -31,6 +39,7 @@ type queuedResponse struct {
 	correlationID int32
 	resp          kmsg.Response // nil when raw is the encoded response
 	raw           []byte
+	rawTail       []byte // written after raw (a bare SASL token)
 }
 
 // serveConn reads requests from one connection and answers them in order.
@@ -48,6 +57,44 @@ type queuedResponse struct {
 // are in flight, for connections.max.idle.ms.
 func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *listener) {
 	logger := b.logger.With("remote", c.RemoteAddr().String())
+	principal := "User:ANONYMOUS"
+	var authDone atomic.Bool
+	if l.tls != nil || l.sasl != nil {
+		// A client must finish the TLS handshake and SASL exchange
+		// within authTimeout; one that stalls, or speaks another
+		// protocol, is closed without holding anything for long.
+		timer := time.AfterFunc(authTimeout, func() {
+			if !authDone.Load() {
+				logger.Info("closing connection: authentication not finished in time", "listener", l.name, "timeout", authTimeout)
+				c.Close()
+			}
+		})
+		defer timer.Stop()
+	}
+	if l.tls != nil {
+		tc := tls.Server(c, l.tls.Config())
+		hctx, cancel := context.WithTimeout(ctx, authTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			l.tlsFailed.Add(1)
+			if ok, suppressed := l.failLog.Allow(time.Now()); ok {
+				logger.Info("closing connection: TLS handshake failed", "listener", l.name, "err", err, "failures_not_logged", suppressed)
+			}
+			return
+		}
+		name, err := l.tls.Principal(tc.ConnectionState())
+		if err != nil {
+			// As Kafka: no ssl.principal.mapping.rules rule applies.
+			logger.Info("closing connection: no principal for the client certificate", "listener", l.name, "err", err)
+			return
+		}
+		principal = "User:" + name
+		c = tc
+	}
+	if l.sasl == nil {
+		authDone.Store(true)
+	}
 	queue := make(chan queuedResponse, maxPipelinedProduces-1)
 	var unanswered sync.WaitGroup
 	var broken atomic.Bool // the writer failed: handle nothing more
@@ -61,6 +108,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		<-writerDone
 	}()
 
+	auth := newConnAuth(l, principal, &authDone)
 	r := bufio.NewReaderSize(c, 64<<10)
 	var frameBuf []byte
 	// held is what the request being handled took from the
@@ -96,6 +144,25 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			}
 			return
 		}
+		if auth.rawTokens {
+			// After a v0 SaslHandshake the tokens come bare.
+			unanswered.Wait()
+			out, err := auth.step(frame, time.Now())
+			b.requests.release(held)
+			held = 0
+			if err != nil {
+				var authErr *sasl.AuthError
+				if errors.As(err, &authErr) {
+					b.authFailed(&requestContext{listener: l.name, remote: c.RemoteAddr().String()}, authErr)
+				} else {
+					logger.Info("closing connection: SASL exchange failed", "listener", l.name, "err", err)
+				}
+				return // Kafka closes v0 exchanges without an answer
+			}
+			unanswered.Add(1)
+			queue <- queuedResponse{raw: binary.BigEndian.AppendUint32(nil, uint32(len(out))), rawTail: out}
+			continue
+		}
 		hdr, req, err := protocol.ParseRequest(frame, versionRange)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnsupportedVersion) && hdr.APIKey == kmsg.ApiVersions.Int16() {
@@ -110,6 +177,10 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			return
 		}
 		l.countRequest(req)
+		if err := auth.admit(hdr.APIKey, time.Now()); err != nil {
+			logger.Info("closing connection", "listener", l.name, "api", kmsg.NameForKey(hdr.APIKey), "client_id", hdr.ClientID, "reason", err)
+			return
+		}
 		isProduce := hdr.APIKey == kmsg.Produce.Int16()
 		if !isProduce {
 			unanswered.Wait()
@@ -117,7 +188,8 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		if broken.Load() {
 			return // requests already buffered must not be appended
 		}
-		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name}
+		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
+			auth: auth, principal: auth.principal, remote: c.RemoteAddr().String()}
 		resp, err := b.handle(ctx, rc, req)
 		b.requests.release(held)
 		held = 0
@@ -141,6 +213,12 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		}
 		unanswered.Add(1)
 		queue <- queuedResponse{correlationID: hdr.CorrelationID, resp: resp}
+		if rc.closeAfter {
+			// A failed authentication: the answer goes out, then the
+			// connection closes, as Kafka.
+			unanswered.Wait()
+			return
+		}
 	}
 }
 
@@ -158,7 +236,7 @@ func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan qu
 		switch {
 		case broken.Load() || err != nil:
 		case q.resp == nil:
-			_, err = c.Write(q.raw)
+			_, err = c.Write(append(q.raw, q.rawTail...))
 		default:
 			err = b.writeResponse(c, q.correlationID, q.resp, &out)
 		}

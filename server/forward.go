@@ -88,7 +88,7 @@ func (b *Broker) controllerConn() (*kafkaconn.Conn, controller.BrokerInfo, error
 		if b.ctrlConn != nil {
 			b.ctrlConn.Close()
 		}
-		b.ctrlConn = kafkaconn.New(addr, "kbroker-"+strconv.Itoa(int(b.self.ID)))
+		b.ctrlConn = kafkaconn.New(addr, "kbroker-"+strconv.Itoa(int(b.self.ID))).WithSecurity(b.peerSecurity)
 	}
 	return b.ctrlConn, ctrl, nil
 }

@@ -1,11 +1,23 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/atomicfile"
+	"github.com/kbroker/kbroker/internal/ratelog"
+	"github.com/kbroker/kbroker/internal/sasl"
+	"github.com/kbroker/kbroker/internal/tlsconf"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,11 +26,142 @@ import (
 type listener struct {
 	name     string // upper case, as in listeners
 	protocol string // PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	// sasl runs the exchanges on a SASL_* listener (nil otherwise);
+	// reauth is connections.max.reauth.ms (0: sessions never expire).
+	sasl   *sasl.Server
+	reauth time.Duration
+	// tls secures an SSL or SASL_SSL listener (nil otherwise); it maps
+	// a client certificate to the principal (ssl.principal.mapping.rules).
+	tls       *tlsconf.Server
+	tlsFailed atomic.Int64
 	// requests counts the requests that arrived, by API key; Fetch
 	// requests of follower replicas are counted apart (fetchFollower), as
 	// Kafka's RequestMetrics tell FetchFollower from FetchConsumer.
 	requests      [kmsg.MaxKey + 1]atomic.Int64
 	fetchFollower atomic.Int64
+	// authOK and authFailed count SASL exchanges (Kafka's
+	// successful-authentication-total, failed-authentication-total).
+	authOK, authFailed atomic.Int64
+	failLog            *ratelog.Limiter
+}
+
+// saslSecretFile holds the key of the fake SCRAM credentials served for
+// unknown users (see sasl.ServerConfig.Secret), kept across restarts.
+const saslSecretFile = "kbroker-sasl-secret"
+
+// newListeners builds every listener of cfg by name, checking its TLS and
+// SASL settings now so that a bad keystore or JAAS line stops the broker
+// at start rather than failing each client. scram is the broker's view
+// of the SCRAM credentials; dataDir keeps the unknown-user secret.
+func newListeners(cfg config.Config, scram sasl.Lookup, dataDir string, logger *slog.Logger) (map[string]*listener, error) {
+	out := make(map[string]*listener, len(cfg.Listeners))
+	var secret []byte
+	for _, l := range cfg.Listeners {
+		name, _, _, err := config.ParseListener(l)
+		if err != nil {
+			return nil, fmt.Errorf("listeners: %w", err)
+		}
+		ln := &listener{name: name, protocol: cfg.ListenerProtocol(name), failLog: ratelog.New(10 * time.Second)}
+		settings := cfg.ListenerSettings(name)
+		if strings.HasSuffix(ln.protocol, "SSL") {
+			if ln.tls, err = tlsconf.NewServer(tlsconf.Settings(settings), logger.With("listener", name)); err != nil {
+				return nil, fmt.Errorf("listener %s (%s): %w", name, ln.protocol, err)
+			}
+		}
+		if strings.HasPrefix(ln.protocol, "SASL_") {
+			mechs := config.SplitList(settings["sasl.enabled.mechanisms"])
+			if len(mechs) == 0 {
+				return nil, fmt.Errorf("listener %s (%s): sasl.enabled.mechanisms is not set (Kafka's default, GSSAPI, is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", name, ln.protocol)
+			}
+			sc := sasl.ServerConfig{Enabled: mechs, Scram: scram}
+			for _, m := range mechs {
+				switch m {
+				case sasl.Plain:
+					jaas, err := listenerJAAS(settings, m)
+					if err != nil {
+						return nil, fmt.Errorf("listener %s: %w", name, err)
+					}
+					sc.PlainUsers = jaas.PlainUsers()
+				case sasl.ScramSHA256, sasl.ScramSHA512:
+					if secret == nil {
+						if secret, err = loadSASLSecret(dataDir); err != nil {
+							return nil, err
+						}
+					}
+					sc.Secret = secret
+				}
+			}
+			if ln.sasl, err = sasl.NewServer(sc); err != nil {
+				return nil, fmt.Errorf("listener %s: %w", name, err)
+			}
+			ln.reauth = cfg.ConnectionsMaxReauth
+		}
+		out[name] = ln
+	}
+	return out, nil
+}
+
+// listenerJAAS parses the JAAS entry for mechanism on a listener:
+// listener.name.<l>.<mechanism>.sasl.jaas.config, as Kafka brokers read
+// it, or the plain sasl.jaas.config.
+func listenerJAAS(settings map[string]string, mechanism string) (sasl.JAAS, error) {
+	key := strings.ToLower(mechanism) + ".sasl.jaas.config"
+	v, ok := settings[key]
+	if !ok {
+		key = "sasl.jaas.config"
+		if v, ok = settings[key]; !ok {
+			return sasl.JAAS{}, fmt.Errorf("%s is enabled but listener.name.<listener>.%s.sasl.jaas.config is not set", mechanism, strings.ToLower(mechanism))
+		}
+	}
+	j, err := sasl.ParseJAAS(v)
+	if err != nil {
+		return sasl.JAAS{}, fmt.Errorf("%s: %w", key, err)
+	}
+	return j, nil
+}
+
+// loadSASLSecret reads the unknown-user secret from dataDir, creating it
+// on first use.
+func loadSASLSecret(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, saslSecretFile)
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if secret, err := hex.DecodeString(strings.TrimSpace(string(data))); err == nil && len(secret) >= 16 {
+			return secret, nil
+		}
+		return nil, fmt.Errorf("%s: not a hex secret of at least 16 bytes; delete it to have a new one made", path)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("making the SASL secret: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dataDir, err)
+	}
+	if err := atomicfile.Write(path, []byte(hex.EncodeToString(secret)+"\n")); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return secret, nil
+}
+
+// authFailed counts and logs (at most every 10 s per listener) a failed
+// SASL exchange. The reason may name the user, never the password.
+func (b *Broker) authFailed(rc *requestContext, err *sasl.AuthError) {
+	l := b.listeners[rc.listener]
+	if l == nil {
+		return
+	}
+	l.authFailed.Add(1)
+	if ok, suppressed := l.failLog.Allow(time.Now()); ok {
+		b.logger.Info("authentication failed; closing connection", "listener", l.name, "remote", rc.remote,
+			"mechanism", err.Mechanism, "reason", err.Reason, "failures_not_logged", suppressed)
+	}
 }
 
 // countRequest counts one request that arrived on the listener.
@@ -51,21 +194,6 @@ func (l *listener) requestCounts() map[string]int64 {
 	return out
 }
 
-// newListeners builds every listener of cfg by name, checking its TLS and
-// SASL settings now so that a bad keystore or JAAS line stops the broker
-// at start rather than failing each client.
-func newListeners(cfg config.Config) (map[string]*listener, error) {
-	out := make(map[string]*listener, len(cfg.Listeners))
-	for _, l := range cfg.Listeners {
-		name, _, _, err := config.ParseListener(l)
-		if err != nil {
-			return nil, fmt.Errorf("listeners: %w", err)
-		}
-		out[name] = &listener{name: name, protocol: cfg.ListenerProtocol(name)}
-	}
-	return out, nil
-}
-
 // endpointFor returns broker br's endpoint on the listener the request
 // arrived on: as Kafka, a client is told only addresses of its own
 // listener, and a broker without that listener is not named to it.
@@ -75,4 +203,19 @@ func (b *Broker) endpointFor(rc *requestContext, br controller.BrokerInfo) (cont
 		name = b.self.Endpoints[0].Listener
 	}
 	return br.Endpoint(name)
+}
+
+// scramLookup is the broker's view of the SCRAM credentials.
+// TODO(scram): call b.scramCredentials directly once it has landed.
+func (b *Broker) scramLookup() sasl.Lookup {
+	if p, ok := any(b).(interface{ scramCredentials() sasl.Lookup }); ok {
+		return p.scramCredentials()
+	}
+	return noCredentials{}
+}
+
+type noCredentials struct{}
+
+func (noCredentials) ScramCredential(string, string) (sasl.Credential, bool) {
+	return sasl.Credential{}, false
 }

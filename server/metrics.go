@@ -31,6 +31,8 @@ type metricsCollector struct {
 	closedIdle      *prometheus.Desc
 	refused         *prometheus.Desc
 	requests        *prometheus.Desc
+	authOK          *prometheus.Desc
+	authFailed      *prometheus.Desc
 }
 
 func newMetricsCollector(b *Broker) *metricsCollector {
@@ -50,12 +52,14 @@ func newMetricsCollector(b *Broker) *metricsCollector {
 		connections:     prometheus.NewDesc("kbroker_connections", "Open client connections (Kafka's connection-count).", nil, nil),
 		closedIdle:      prometheus.NewDesc("kbroker_connections_closed_idle_total", "Connections closed after connections.max.idle.ms without a request.", nil, nil),
 		refused:         prometheus.NewDesc("kbroker_connections_refused_total", "Connections closed at once for max.connections.per.ip.", nil, nil),
+		authOK:          prometheus.NewDesc("kbroker_successful_authentication_total", "SASL authentications that succeeded, by listener (Kafka's successful-authentication-total).", []string{"listener"}, nil),
+		authFailed:      prometheus.NewDesc("kbroker_failed_authentication_total", "SASL authentications that failed, by listener (Kafka's failed-authentication-total).", []string{"listener"}, nil),
 		requests:        prometheus.NewDesc("kbroker_requests_total", "Requests received, by listener and Kafka's RequestMetrics request name (FetchConsumer, FetchFollower, Produce, ...).", []string{"listener", "request"}, nil),
 	}
 }
 
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.underReplicated, m.offline, m.isrShrinks, m.isrExpands, m.unclean, m.activeCtrl, m.leaderEpoch, m.followerLag, m.highWatermark, m.logEnd, m.connections, m.closedIdle, m.refused, m.requests} {
+	for _, d := range []*prometheus.Desc{m.underReplicated, m.offline, m.isrShrinks, m.isrExpands, m.unclean, m.activeCtrl, m.leaderEpoch, m.followerLag, m.highWatermark, m.logEnd, m.connections, m.closedIdle, m.refused, m.requests, m.authOK, m.authFailed} {
 		ch <- d
 	}
 }
@@ -108,6 +112,10 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.closedIdle, prometheus.CounterValue, float64(b.connsClosedIdle.Load()))
 	ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(b.connsRefused.Load()))
 	for _, l := range b.listeners {
+		if l.sasl != nil {
+			ch <- prometheus.MustNewConstMetric(m.authOK, prometheus.CounterValue, float64(l.authOK.Load()), l.name)
+			ch <- prometheus.MustNewConstMetric(m.authFailed, prometheus.CounterValue, float64(l.authFailed.Load()), l.name)
+		}
 		for name, n := range l.requestCounts() {
 			ch <- prometheus.MustNewConstMetric(m.requests, prometheus.CounterValue, float64(n), l.name, name)
 		}

@@ -66,7 +66,7 @@ func (pc *peerConns) get(id int32) (*kafkaconn.Conn, error) {
 	i := pc.next[id] % peerConnsPerBroker
 	pc.next[id] = i + 1
 	if i >= len(conns) {
-		conns = append(conns, kafkaconn.New(addr, pc.clientID))
+		conns = append(conns, kafkaconn.New(addr, pc.clientID).WithSecurity(pc.b.peerSecurity))
 		i = len(conns) - 1
 	}
 	pc.conns[id] = conns

@@ -6,6 +6,7 @@ package kafkaconn
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // maxResponseBytes bounds a response frame; follower fetches are bounded
@@ -37,6 +40,26 @@ type Conn struct {
 	// ReuseResponseBuffer); respBuf is it.
 	reuse   bool
 	respBuf []byte
+	// security is how connections are secured and authenticated;
+	// expires is when the current SASL session ends (zero: never).
+	security Security
+	expires  time.Time
+}
+
+// Security says how a connection secures and authenticates itself: TLS
+// (nil: plaintext) and a SASL mechanism (franz-go's client side; nil:
+// none), as the broker's inter-broker listener requires.
+type Security struct {
+	TLS  *tls.Config
+	SASL sasl.Mechanism
+}
+
+// WithSecurity makes the connection use s from its next dial on.
+func (c *Conn) WithSecurity(s Security) *Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.security = s
+	return c
 }
 
 // New returns a connection to addr that dials lazily on first use and
@@ -74,14 +97,104 @@ func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, er
 }
 
 func (c *Conn) requestLocked(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if c.nc != nil && !c.expires.IsZero() && time.Now().After(c.expires) {
+		// The SASL session is about to end: a new connection
+		// authenticates afresh (simpler than KIP-368 re-authentication,
+		// and as good for a broker's own few connections).
+		c.closeLocked()
+	}
 	if c.nc == nil {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", c.addr)
-		if err != nil {
+		if err := c.connectLocked(ctx); err != nil {
+			c.closeLocked()
 			return nil, err
 		}
-		c.nc, c.r = nc, bufio.NewReaderSize(nc, 64<<10)
 	}
+	return c.roundTripLocked(ctx, req)
+}
+
+// connectLocked dials, then secures (TLS) and authenticates (SASL) the
+// connection as c.security says.
+func (c *Conn) connectLocked(ctx context.Context) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	if c.security.TLS != nil {
+		cfg := c.security.TLS.Clone()
+		if cfg.ServerName == "" {
+			host, _, _ := net.SplitHostPort(c.addr)
+			cfg.ServerName = host
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return fmt.Errorf("TLS handshake: %w", err)
+		}
+		nc = tc
+	}
+	c.nc, c.r = nc, bufio.NewReaderSize(nc, 64<<10)
+	c.expires = time.Time{}
+	if c.security.SASL != nil {
+		if err := c.authenticateLocked(ctx); err != nil {
+			return fmt.Errorf("SASL %s: %w", c.security.SASL.Name(), err)
+		}
+	}
+	return nil
+}
+
+// authenticateLocked runs SaslHandshake v1 and the SaslAuthenticate
+// exchange of c.security.SASL (franz-go's client mechanisms).
+func (c *Conn) authenticateLocked(ctx context.Context) error {
+	mech := c.security.SASL
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version = 1
+	hs.Mechanism = mech.Name()
+	resp, err := c.roundTripLocked(ctx, hs)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.(*kmsg.SASLHandshakeResponse).ErrorCode); err != nil {
+		return fmt.Errorf("handshake (broker offers %v): %w", resp.(*kmsg.SASLHandshakeResponse).SupportedMechanisms, err)
+	}
+	host, _, _ := net.SplitHostPort(c.addr)
+	session, token, err := mech.Authenticate(ctx, host)
+	if err != nil {
+		return err
+	}
+	for {
+		ar := kmsg.NewPtrSASLAuthenticateRequest()
+		ar.Version = 1
+		ar.SASLAuthBytes = token
+		resp, err := c.roundTripLocked(ctx, ar)
+		if err != nil {
+			return err
+		}
+		r := resp.(*kmsg.SASLAuthenticateResponse)
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			msg := ""
+			if r.ErrorMessage != nil {
+				msg = *r.ErrorMessage
+			}
+			return fmt.Errorf("%w: %s", err, msg)
+		}
+		done, next, err := session.Challenge(r.SASLAuthBytes)
+		if err != nil {
+			return err
+		}
+		if done {
+			if r.SessionLifetimeMillis > 0 {
+				// Reconnect a little before the broker would close us.
+				c.expires = time.Now().Add(time.Duration(r.SessionLifetimeMillis) * time.Millisecond * 9 / 10)
+			}
+			return nil
+		}
+		token = next
+	}
+}
+
+// roundTripLocked sends req on the open connection and reads its answer.
+func (c *Conn) roundTripLocked(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(30 * time.Second)

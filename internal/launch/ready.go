@@ -64,15 +64,25 @@ func Accepts(addr string, timeout time.Duration) error {
 // accepts connections there, a fresh franz-go client's Ping (ApiVersions,
 // then a Metadata request) must succeed within timeout.
 func KafkaPing(addr string, timeout time.Duration) error {
+	return kafkaPing(addr, timeout)
+}
+
+// KafkaPingWith is KafkaPing for a broker that needs more of its clients:
+// TLS (kgo.DialTLSConfig), SASL (kgo.SASL).
+func KafkaPingWith(opts ...kgo.Opt) func(addr string, timeout time.Duration) error {
+	return func(addr string, timeout time.Duration) error { return kafkaPing(addr, timeout, opts...) }
+}
+
+func kafkaPing(addr string, timeout time.Duration, opts ...kgo.Opt) error {
 	if err := Accepts(addr, timeout); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.DialTimeout(timeout),
 		kgo.RequestRetries(0),
 		kgo.RetryTimeout(timeout),
-	)
+	}, opts...)...)
 	if err != nil {
 		return err
 	}

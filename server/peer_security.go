@@ -1,0 +1,58 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/internal/kafkaconn"
+	"github.com/kbroker/kbroker/internal/sasl"
+	"github.com/kbroker/kbroker/internal/tlsconf"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// interBrokerSecurity is how this broker connects to the others (follower
+// fetches, controller requests, forwarded requests): as a client of the
+// inter-broker listener. TLS uses that listener's ssl.* settings (its
+// keystore as the client certificate, its truststore for the peers');
+// SASL uses sasl.mechanism.inter.broker.protocol with the username and
+// password of that mechanism's JAAS entry on the listener, as Kafka.
+func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
+	var sec kafkaconn.Security
+	name := strings.ToUpper(cfg.InterBrokerListenerName)
+	protocol := cfg.ListenerProtocol(name)
+	settings := cfg.ListenerSettings(name)
+	if strings.HasSuffix(protocol, "SSL") {
+		c, err := tlsconf.NewClient(tlsconf.Settings(settings), "")
+		if err != nil {
+			return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
+		}
+		sec.TLS = c
+	}
+	if strings.HasPrefix(protocol, "SASL_") {
+		mech := settings["sasl.mechanism.inter.broker.protocol"]
+		if mech == "" {
+			return sec, fmt.Errorf("inter-broker listener %s (%s): sasl.mechanism.inter.broker.protocol is not set (Kafka's default, GSSAPI, is not supported)", name, protocol)
+		}
+		jaas, err := listenerJAAS(settings, mech)
+		if err != nil {
+			return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
+		}
+		user, pass := jaas.Username(), jaas.Password()
+		if user == "" || pass == "" {
+			return sec, fmt.Errorf("inter-broker listener %s: the %s JAAS entry needs username and password options for this broker's own connections", name, mech)
+		}
+		switch mech {
+		case sasl.Plain:
+			sec.SASL = plain.Auth{User: user, Pass: pass}.AsMechanism()
+		case sasl.ScramSHA256:
+			sec.SASL = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+		case sasl.ScramSHA512:
+			sec.SASL = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+		default:
+			return sec, fmt.Errorf("sasl.mechanism.inter.broker.protocol: %s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", mech)
+		}
+	}
+	return sec, nil
+}

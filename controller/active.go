@@ -49,6 +49,12 @@ type active struct {
 	// deleted are the deleted topics some replica has not confirmed yet
 	// (/kbroker/deleted_topics): their ids go in every view.
 	deleted map[[16]byte]*zk.DeletedTopic
+	// configChangeSeq is the sequence number of the newest config change
+	// notification handled (or already there when this controller
+	// started, its change loaded with the rest); configChanges are the
+	// notifications seen, with their creation time, to purge old ones.
+	configChangeSeq int64
+	configChanges   map[string]time.Time
 }
 
 // startActive loads the cluster from the store, elects leaders where the
@@ -60,6 +66,22 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 		deleted: map[[16]byte]*zk.DeletedTopic{}}
 	lctx, lcancel := context.WithTimeout(loadCtx, controllerWriteTimeout)
 	defer lcancel()
+	// Watch config change notifications before loading: a change made
+	// after the watch's first list is then both loaded and notified
+	// (harmless), and none can fall in between.
+	changes, err := c.store.WatchConfigChanges(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	var pending []string
+	select {
+	case pending = <-changes: // the first list is there at once
+	case <-lctx.Done():
+		cancel()
+		return nil, fmt.Errorf("watching config changes: %w", lctx.Err())
+	}
+	a.configChangeSeq = newestConfigChange(pending)
 	md, err := a.load(lctx)
 	if err != nil {
 		cancel()
@@ -87,6 +109,24 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 			a.onBrokersChanged()
 		}
 	}()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		// The first list only records creation times (and purges):
+		// its changes were loaded.
+		a.onConfigChanges(pending)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case names, ok := <-changes:
+				if !ok {
+					return
+				}
+				a.onConfigChanges(names)
+			}
+		}
+	}()
 	if c.cfg.AutoLeaderRebalance && c.cfg.LeaderImbalanceCheck > 0 {
 		a.wg.Add(1)
 		go a.rebalanceLeaders(c.cfg.LeaderImbalanceCheck)
@@ -105,7 +145,8 @@ func (a *active) stop() {
 	a.mu.Unlock()
 }
 
-// load reads brokers, topics, assignments, partition states and configs.
+// load reads brokers, topics, assignments, partition states, topic and
+// user configs.
 func (a *active) load(ctx context.Context) (*Metadata, error) {
 	store := a.c.store
 	md := &Metadata{ClusterID: a.c.view.Load().ClusterID, ControllerID: a.c.cfg.Self.ID, Topics: map[string]*Topic{}}
@@ -196,6 +237,9 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		md.Topics[name] = t
 	}
 	if err := a.loadDeleted(ctx, md); err != nil {
+		return nil, err
+	}
+	if md.UserConfigs, err = a.readUserConfigs(ctx, a.c.view.Load().UserConfigs, nil); err != nil {
 		return nil, err
 	}
 	return md, nil

@@ -450,6 +450,72 @@ func (s *localStore) AllocateProducerIDBlock(_ context.Context, brokerID int32) 
 	return block, nil
 }
 
+// Users lists the users with a config, sorted.
+func (s *localStore) Users(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.state.Metadata.UserConfigs)), nil
+}
+
+// UserConfig returns a user's config. Its version is 0 when it exists and
+// -1 when not: the controller is the file's only writer (under its lock),
+// so a version only has to tell creation from replacement.
+func (s *localStore) UserConfig(_ context.Context, user string) (map[string]string, int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	configs, ok := s.state.Metadata.UserConfigs[user]
+	if !ok {
+		return map[string]string{}, -1, nil
+	}
+	return maps.Clone(configs), 0, nil
+}
+
+// SetUserConfig replaces a user's config, conditional on it existing
+// (version >= 0) or not (-1) as UserConfig said. An empty config removes
+// the user: the file keeps no empty entries.
+func (s *localStore) SetUserConfig(_ context.Context, epochZkVersion int32, user string, configs map[string]string, version int32) error {
+	if user == "" {
+		return errors.New("set user config: empty user name")
+	}
+	return s.update(epochZkVersion, func(st *localState) error {
+		if _, exists := st.Metadata.UserConfigs[user]; exists != (version >= 0) {
+			return fmt.Errorf("set config of user %q at version %d: %w", user, version, zk.ErrVersionConflict)
+		}
+		if len(configs) == 0 {
+			delete(st.Metadata.UserConfigs, user)
+			if len(st.Metadata.UserConfigs) == 0 {
+				st.Metadata.UserConfigs = nil
+			}
+			return nil
+		}
+		if st.Metadata.UserConfigs == nil {
+			st.Metadata.UserConfigs = map[string]map[string]string{}
+		}
+		st.Metadata.UserConfigs[user] = maps.Clone(configs)
+		return nil
+	})
+}
+
+// WatchConfigChanges delivers no notification: nothing but the controller
+// writes the file. The channel closes when ctx ends.
+func (s *localStore) WatchConfigChanges(ctx context.Context) (<-chan []string, error) {
+	out := make(chan []string, 1)
+	out <- nil
+	go func() {
+		<-ctx.Done()
+		close(out)
+	}()
+	return out, nil
+}
+
+// ConfigChange finds nothing: the local store keeps no notifications.
+func (s *localStore) ConfigChange(_ context.Context, name string) (zk.ConfigChange, error) {
+	return zk.ConfigChange{}, fmt.Errorf("config change %s: %w", name, zk.ErrNoNode)
+}
+
+// DeleteConfigChanges has nothing to delete.
+func (s *localStore) DeleteConfigChanges(context.Context, int32, []string) error { return nil }
+
 // newClusterID makes a Kafka-style cluster id: 16 random bytes, URL-safe
 // base64 without padding.
 func newClusterID() string {

@@ -5,6 +5,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/kbroker/kbroker/controller/zk"
@@ -93,6 +94,13 @@ type Metadata struct {
 	// merely absent from a view (a damaged znode, a view from an older
 	// controller) keeps its data.
 	DeletedTopicIDs [][16]byte `json:"deleted_topic_ids,omitempty"`
+	// UserConfigs are the user configs of /config/users: user name ->
+	// Kafka config key -> value. A user's SCRAM credentials are the keys
+	// named after their mechanism (SCRAM-SHA-256: Kafka's stored form,
+	// salt=...,stored_key=...,server_key=...,iterations=N); its quotas
+	// share the map. Users without any config are absent. The values are
+	// key material: never log them.
+	UserConfigs map[string]map[string]string `json:"user_configs,omitempty"`
 	// Sequence numbers the views one controller epoch publishes, so a
 	// broker never applies an older view after a newer one.
 	Sequence uint64 `json:"-"`
@@ -145,6 +153,7 @@ func (m *Metadata) clone() *Metadata {
 		Topics:       make(map[string]*Topic, len(m.Topics)),
 
 		DeletedTopicIDs: slices.Clone(m.DeletedTopicIDs),
+		UserConfigs:     cloneUserConfigs(m.UserConfigs),
 	}
 	for name, t := range m.Topics {
 		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}
@@ -164,6 +173,18 @@ func (m *Metadata) clone() *Metadata {
 			}
 		}
 		out.Topics[name] = nt
+	}
+	return out
+}
+
+// cloneUserConfigs deep-copies user configs (nil stays nil).
+func cloneUserConfigs(in map[string]map[string]string) map[string]map[string]string {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]map[string]string, len(in))
+	for user, configs := range in {
+		out[user] = maps.Clone(configs)
 	}
 	return out
 }

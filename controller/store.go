@@ -36,6 +36,22 @@ type metadataStore interface {
 	DeleteTopic(ctx context.Context, epochZkVersion int32, topic string, tombstone *zk.DeletedTopic) error
 	SetDeletedTopic(ctx context.Context, epochZkVersion int32, d zk.DeletedTopic) error
 	AllocateProducerIDBlock(ctx context.Context, brokerID int32) (zk.ProducerIDBlock, error)
+
+	// User configs (/config/users/<user>): SCRAM credentials and quotas.
+	// Users lists the users with a config; UserConfig reads one with the
+	// version SetUserConfig must name (-1: absent), so a read-modify-write
+	// keeps what another tool wrote meanwhile (ErrVersionConflict: read
+	// again). SetUserConfig also writes Kafka's change notification.
+	Users(ctx context.Context) ([]string, error)
+	UserConfig(ctx context.Context, user string) (map[string]string, int32, error)
+	SetUserConfig(ctx context.Context, epochZkVersion int32, user string, configs map[string]string, version int32) error
+	// WatchConfigChanges delivers the pending config change notifications
+	// (/config/changes) now and after every change, until ctx ends: how
+	// the controller learns of changes made by Kafka's own tools.
+	// ConfigChange reads one; DeleteConfigChanges purges old ones.
+	WatchConfigChanges(ctx context.Context) (<-chan []string, error)
+	ConfigChange(ctx context.Context, name string) (zk.ConfigChange, error)
+	DeleteConfigChanges(ctx context.Context, epochZkVersion int32, names []string) error
 }
 
 // membership is the part of ZooKeeper only a cluster has: the broker's own

@@ -13,7 +13,8 @@ import (
 // UpdateMetadata request (v7) per change; brokers derive their partition
 // roles from it, so no separate LeaderAndIsr round is needed. Two tagged
 // fields of kbroker's own carry what Kafka brokers read from ZooKeeper
-// instead: each topic's config overrides and the cluster id. Only kbroker
+// instead: each topic's config overrides, the cluster id and the user
+// configs (SCRAM credentials, so every broker can authenticate). Only kbroker
 // brokers talk to a kbroker controller, and tagged fields are ignored by
 // anything that does not know them.
 const (
@@ -22,6 +23,7 @@ const (
 	tagClusterID          = 0x6b63 // the cluster id
 	tagDeletedTopics      = 0x6b64 // deleted topic ids, 16 bytes each
 	tagViewSequence       = 0x6b65 // big-endian uint64: the view's number within the controller epoch
+	tagUserConfigs        = 0x6b66 // JSON object: user -> config key -> value (/config/users)
 )
 
 // EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
@@ -39,6 +41,10 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 			ids = append(ids, id[:]...)
 		}
 		req.UnknownTags.Set(tagDeletedTopics, ids)
+	}
+	if len(md.UserConfigs) > 0 {
+		js, _ := json.Marshal(md.UserConfigs) // maps of strings always encode
+		req.UnknownTags.Set(tagUserConfigs, js)
 	}
 	live := map[int32]bool{}
 	for _, b := range md.Brokers {
@@ -100,6 +106,7 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 		return nil, fmt.Errorf("UpdateMetadata v%d carries no topic configs: kbroker controllers send v%d", req.Version, updateMetadataVersion)
 	}
 	md := &Metadata{ControllerID: req.ControllerID, Topics: map[string]*Topic{}}
+	var tagErr error
 	req.UnknownTags.Each(func(tag uint32, v []byte) {
 		switch tag {
 		case tagClusterID:
@@ -112,8 +119,17 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 			for ; len(v) >= 16; v = v[16:] {
 				md.DeletedTopicIDs = append(md.DeletedTopicIDs, [16]byte(v[:16]))
 			}
+		case tagUserConfigs:
+			if err := json.Unmarshal(v, &md.UserConfigs); err != nil {
+				// json's message names the position, never the content
+				// (which holds credentials).
+				tagErr = fmt.Errorf("bad user configs tag: %w", err)
+			}
 		}
 	})
+	if tagErr != nil {
+		return nil, tagErr
+	}
 	for _, lb := range req.LiveBrokers {
 		eps := make([]Endpoint, 0, len(lb.Endpoints))
 		for _, e := range lb.Endpoints {

@@ -11,6 +11,8 @@
 //	/brokers/topics/<t>                          replica assignment and topic id (TopicZNode, v3)
 //	/brokers/topics/<t>/partitions/<p>/state     leader, leader epoch, ISR (TopicPartitionStateZNode)
 //	/config/topics/<t>                           topic config overrides (ConfigEntityZNode)
+//	/config/users/<sanitized user>               user configs: SCRAM credentials, quotas (ConfigEntityZNode)
+//	/config/changes/config_change_<seq>          config change notification (users.go)
 //	/admin/delete_topics/<t>                     topic marked for deletion (empty)
 //	/isr_change_notification/isr_change_<seq>    ISR change notification
 //	/cluster/id                                  cluster id

@@ -30,9 +30,14 @@ type MalformedError struct {
 	Path   string // the znode, chroot-relative unless a Store added its chroot
 	Reason string // what is wrong
 	Data   []byte // the content, for the message
+	// Hidden: the content holds secrets (SCRAM keys) and is not shown.
+	Hidden bool
 }
 
 func (e *MalformedError) Error() string {
+	if e.Hidden {
+		return fmt.Sprintf("malformed znode %s: %s (content not shown: it holds credentials)", e.Path, e.Reason)
+	}
 	data := e.Data
 	const maxShown = 256
 	suffix := ""
@@ -47,6 +52,12 @@ func (e *MalformedError) Unwrap() error { return ErrMalformed }
 
 func malformed(path string, data []byte, format string, args ...any) error {
 	return &MalformedError{Path: path, Reason: fmt.Sprintf(format, args...), Data: slices.Clone(data)}
+}
+
+// hiddenMalformed is malformed for a znode whose content must not appear
+// in messages.
+func hiddenMalformed(path string, format string, args ...any) error {
+	return &MalformedError{Path: path, Reason: fmt.Sprintf(format, args...), Hidden: true}
 }
 
 // unmarshal decodes a JSON object into v, naming path on failure.

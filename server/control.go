@@ -29,6 +29,7 @@ type controlPlane interface {
 	DeleteTopic(name string) error
 	CreatePartitions(name string, total int32, assignment [][]int32, validateOnly bool) error
 	UpdateTopicConfigs(name string, change func(current map[string]string) (map[string]string, error), validateOnly bool) error
+	AlterScramCredentials(upsertions []controller.ScramUpsertion, deletions []controller.ScramDeletion) ([]controller.ScramResult, error)
 	AllocateProducerID() (int64, error)
 
 	ApplyUpdate(controllerEpoch int32, md *controller.Metadata) error

@@ -8,23 +8,31 @@ work=$(mktemp -d)
 trap 'kill "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 port=${KGO_PORT:-19092}
+# A second listener, SASL_PLAINTEXT with SCRAM, for the suite's SCRAM tests
+# (KGO_TEST_SCRAM_SEEDS); the user is created through the first.
+scram_port=${KGO_SCRAM_PORT:-$((port + 1))}
 go build -o "$work/kbroker" ./cmd/kbroker
 go test -c -o "$work/kgo.test" github.com/twmb/franz-go/pkg/kgo
 kgo_dir=$(go list -f '{{.Dir}}' github.com/twmb/franz-go/pkg/kgo)
 
-"$work/kbroker" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$work/data" \
-	--override group.initial.rebalance.delay.ms=0 >"$work/broker.log" 2>&1 &
+"$work/kbroker" --override "listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port" \
+	--override "log.dirs=$work/data" --override group.initial.rebalance.delay.ms=0 \
+	--override sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512 >"$work/broker.log" 2>&1 &
 broker_pid=$!
 for _ in $(seq 100); do
 	if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
 	sleep 0.1
 done
 
-# Every test runs, the transactional ones (TestTxnEtl) included; KGO_SKIP
+scram_password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+go run scripts/scram-user.go -broker "127.0.0.1:$port" -user kgo -password "$scram_password" -mechanism SCRAM-SHA-256
+
+# Every test runs, the transactional ones (TestTxnEtl) and SCRAM ones included; KGO_SKIP
 # takes a -test.skip pattern to leave some out.
 skip=${KGO_SKIP:-^$}
 set +e
-(cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_RF=1 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-10000} \
+(cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_SCRAM_SEEDS="127.0.0.1:$scram_port" \
+	KGO_TEST_SCRAM="kgo:$scram_password:256" KGO_TEST_RF=1 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-10000} \
 	"$work/kgo.test" -test.v -test.timeout "${KGO_TIMEOUT:-10m}" -test.skip "$skip" "$@") >"$work/kgo.out" 2>&1
 rc=$?
 set -e

@@ -202,7 +202,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		return err
 	}
 
-	if b.listeners, err = newListeners(b.cfg, b.scramLookup(), logDir, b.logger); err != nil {
+	if b.listeners, err = newListeners(b.cfg, b.scramCredentials(), logDir, b.logger); err != nil {
 		b.shutdownStorage()
 		return err
 	}

@@ -205,17 +205,3 @@ func (b *Broker) endpointFor(rc *requestContext, br controller.BrokerInfo) (cont
 	return br.Endpoint(name)
 }
 
-// scramLookup is the broker's view of the SCRAM credentials.
-// TODO(scram): call b.scramCredentials directly once it has landed.
-func (b *Broker) scramLookup() sasl.Lookup {
-	if p, ok := any(b).(interface{ scramCredentials() sasl.Lookup }); ok {
-		return p.scramCredentials()
-	}
-	return noCredentials{}
-}
-
-type noCredentials struct{}
-
-func (noCredentials) ScramCredential(string, string) (sasl.Credential, bool) {
-	return sasl.Credential{}, false
-}

@@ -204,4 +204,3 @@ func (b *Broker) endpointFor(rc *requestContext, br controller.BrokerInfo) (cont
 	}
 	return br.Endpoint(name)
 }
-

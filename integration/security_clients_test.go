@@ -317,9 +317,6 @@ func secCreateSCRAMUser(t *testing.T, adm *kadm.Client, password string) {
 	if err == nil {
 		err = res.Error()
 	}
-	if errors.Is(err, kerr.UnsupportedVersion) {
-		t.Skip("waiting for AlterUserScramCredentials")
-	}
 	if err != nil {
 		t.Fatalf("AlterUserScramCredentials for %s: %v", secUser, err)
 	}

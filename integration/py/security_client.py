@@ -61,7 +61,7 @@ def kafka_python():
 
 
 def confluent():
-    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
     sec = {'bootstrap.servers': addr, 'security.protocol': protocol}
     if protocol.startswith('SASL_'):
@@ -80,6 +80,13 @@ def confluent():
         if err is not None:
             errors.append(err)
 
+    def client_error(err):
+        # librdkafka retries a refused login until the message timeout;
+        # stop at once (confluent-kafka re-raises this from poll/flush).
+        if err.code() == KafkaError._AUTHENTICATION or err.fatal():
+            raise KafkaException(err)
+
+    sec['error_cb'] = client_error
     p = Producer(dict(sec, **{'acks': 'all', 'linger.ms': 5, 'message.timeout.ms': 30000}))
     for v in values:
         p.produce(topic, key=v.encode(), value=v.encode(), on_delivery=delivered)

@@ -231,7 +231,11 @@ func (e *scramExchange) clientFinal(msg string) ([]byte, error) {
 	if _, err := parseExtensions(fields[2:]); err != nil {
 		return nil, e.fail("malformed client-final message: %v", err)
 	}
-	if nonce != e.nonce {
+	// Kafka's ScramSaslServer checks only that the nonce ends with the
+	// server's (client nonce + server part): librdkafka sends the client
+	// nonce twice (its own, then the server's whole nonce), and Kafka
+	// accepts it. The proof still covers the message exactly as sent.
+	if !strings.HasSuffix(nonce, e.nonce) {
 		return nil, e.fail("client-final message: nonce does not match")
 	}
 	size := e.hash().Size()

@@ -136,7 +136,8 @@ func (s *localStore) save(st *localState) error {
 	if err != nil {
 		return fmt.Errorf("encode cluster state: %w", err)
 	}
-	if err := atomicfile.Write(s.path, data); err != nil {
+	// Private: it holds the SCRAM stored and server keys.
+	if err := atomicfile.WritePrivate(s.path, data); err != nil {
 		return fmt.Errorf("write cluster state: %w", err)
 	}
 	return nil

@@ -141,11 +141,8 @@ func loadSASLSecret(dataDir string) ([]byte, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dataDir, err)
 	}
-	if err := atomicfile.Write(path, []byte(hex.EncodeToString(secret)+"\n")); err != nil {
+	if err := atomicfile.WritePrivate(path, []byte(hex.EncodeToString(secret)+"\n")); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
 	return secret, nil
 }

@@ -16,10 +16,21 @@ const TmpSuffix = ".tmp"
 // Write replaces path with data: it writes path+TmpSuffix, syncs it, renames
 // it over path and syncs the directory, so the rename itself survives a
 // crash.
-func Write(path string, data []byte) error {
+func Write(path string, data []byte) error { return write(path, data, 0o644) }
+
+// WritePrivate is Write for a file only its owner may read (mode 0600):
+// one holding secrets or key material.
+func WritePrivate(path string, data []byte) error { return write(path, data, 0o600) }
+
+func write(path string, data []byte, perm os.FileMode) error {
 	tmp := path + TmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
+		return err
+	}
+	// A leftover temporary file keeps its old mode through O_TRUNC.
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {

@@ -29,3 +29,21 @@ func TestWriteMissingDir(t *testing.T) {
 		t.Fatal("write into a missing directory succeeded")
 	}
 }
+
+func TestWritePrivateMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	// A leftover temporary file with a wider mode must not widen the result.
+	if err := os.WriteFile(path+TmpSuffix, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePrivate(path, []byte("key")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
+	}
+}

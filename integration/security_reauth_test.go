@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+)
+
+// TestSASLReauthentication checks connections.max.reauth.ms (KIP-368): a
+// session's lifetime is announced in SaslAuthenticate; after it, any
+// request but re-authentication closes the connection; re-authenticating
+// on the connection extends it, but not as another user; and franz-go,
+// which re-authenticates by itself, produces across several lifetimes.
+func TestSASLReauthentication(t *testing.T) {
+	const lifetime = 1500 * time.Millisecond
+	saslAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	StartBroker(t,
+		"listeners=PLAINTEXT://{addr},SASL_PLAINTEXT://"+saslAddr,
+		"sasl.enabled.mechanisms=PLAIN",
+		`listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";`,
+		"connections.max.reauth.ms="+strconv.Itoa(int(lifetime/time.Millisecond)))
+	login := func(k *kconn, user, pass string) (int64, int16) {
+		t.Helper()
+		hs, err := k.handshake("PLAIN")
+		if err != nil || hs.ErrorCode != 0 {
+			t.Fatalf("handshake: %v %+v", err, hs)
+		}
+		resp, err := k.authenticate([]byte("\x00" + user + "\x00" + pass))
+		if err != nil {
+			t.Fatalf("authenticate: %v", err)
+		}
+		return resp.SessionLifetimeMillis, resp.ErrorCode
+	}
+
+	// A session that is not renewed ends the connection at its next
+	// request after the lifetime.
+	k, err := dialK(saslAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	authed := time.Now()
+	life, code := login(k, "alice", "alice-secret")
+	if code != 0 || life <= 0 || life > lifetime.Milliseconds() {
+		t.Fatalf("login: code %d, session lifetime %d ms; want 0 and (0, %d]", code, life, lifetime.Milliseconds())
+	}
+	if _, err := k.metadata(); err != nil {
+		t.Fatalf("metadata within the session: %v", err)
+	}
+	time.Sleep(time.Until(authed.Add(lifetime + 200*time.Millisecond))) // the lifetime itself is what is tested
+	if _, err := k.send(metadataReq()); err != nil {
+		t.Fatalf("sending metadata after expiry: %v", err)
+	}
+	expectClosedNow(t, k, "metadata after the session expired")
+
+	// Re-authentication on the connection renews the session.
+	k2, err := dialK(saslAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k2.Close()
+	first := time.Now()
+	login(k2, "alice", "alice-secret")
+	time.Sleep(time.Until(first.Add(lifetime / 2)))
+	if life, code := login(k2, "alice", "alice-secret"); code != 0 || life <= 0 {
+		t.Fatalf("re-authentication: code %d, lifetime %d", code, life)
+	}
+	time.Sleep(time.Until(first.Add(lifetime + 200*time.Millisecond)))
+	if _, err := k2.metadata(); err != nil {
+		t.Fatalf("metadata after the first lifetime, renewed: %v", err)
+	}
+	// Re-authenticating as someone else fails and closes.
+	if _, code := login(k2, "bob", "bob-secret"); code != 58 {
+		t.Fatalf("re-authentication as another user: code %d, want SASL_AUTHENTICATION_FAILED (58)", code)
+	}
+	expectClosedNow(t, k2, "after re-authenticating as another user")
+
+	// franz-go re-authenticates by itself: records keep being acknowledged
+	// for three lifetimes.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()),
+		kgo.AllowAutoTopicCreation(), kgo.RecordRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testContext(t, 30*time.Second)
+	n := 0
+	for end := time.Now().Add(3 * lifetime); time.Now().Before(end); n++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "reauth", Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatalf("produce %d, %v after the start: %v", n, time.Since(end.Add(-3*lifetime)), err)
+		}
+	}
+	t.Logf("franz-go produced %d records over %v with a %v session lifetime", n, 3*lifetime, lifetime)
+}

@@ -323,6 +323,10 @@ func properties() []prop {
 			},
 			get: func(c Config) string { return formatProtocolMap(c.ListenerSecurityProtocolMap) },
 		},
+		// Kafka's older key: the listener named after the protocol. The
+		// listener name, listed after it, wins when both are set.
+		stringProp("security.inter.broker.protocol", "", func(c *Config) *string { return &c.InterBrokerListenerName }).
+			alias("security protocol between brokers: the listener of that name (inter.broker.listener.name wins)"),
 		stringProp("inter.broker.listener.name", "listener other brokers connect to", func(c *Config) *string { return &c.InterBrokerListenerName }),
 		durationProp("connections.max.reauth.ms", "SASL session lifetime; clients re-authenticate before it ends (0: never)", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.ConnectionsMaxReauth }),
 		{

@@ -392,3 +392,23 @@ func TestListenerSettings(t *testing.T) {
 		t.Errorf("ListenerProtocol(client) = %q", got)
 	}
 }
+
+// TestSecurityInterBrokerProtocol: Kafka's older key names the
+// inter-broker listener by its protocol; inter.broker.listener.name wins.
+func TestSecurityInterBrokerProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		want      string
+	}{
+		{[]string{"listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2", "security.inter.broker.protocol=SSL"}, "SSL"},
+		{[]string{"listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2", "security.inter.broker.protocol=SSL", "inter.broker.listener.name=PLAINTEXT"}, "PLAINTEXT"},
+	} {
+		c, _, err := Load("", tc.overrides)
+		if err != nil {
+			t.Fatalf("Load(%v): %v", tc.overrides, err)
+		}
+		if c.InterBrokerListenerName != tc.want {
+			t.Errorf("Load(%v): inter-broker listener %q, want %q", tc.overrides, c.InterBrokerListenerName, tc.want)
+		}
+	}
+}

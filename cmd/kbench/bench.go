@@ -53,6 +53,9 @@ type workload struct {
 	// time (user + system) it has used so far; the produce and consume
 	// phases are charged the difference across them.
 	cpu func() (time.Duration, error)
+	// clientOpts connect the producer and consumer to the target's
+	// listener (TLS, SASL), when it needs more than its address.
+	clientOpts []kgo.Opt
 }
 
 // cpuMark is the broker CPU time at the start of a phase (ok false when it
@@ -93,7 +96,8 @@ func (w *workload) logf(format string, args ...any) {
 
 func (w *workload) run(ctx context.Context, seeds []string, topic string, r *result) error {
 	cfg := w.cfg
-	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, cfg.producerOpts()...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, w.clientOpts...)
+	opts = append(opts, cfg.producerOpts()...)
 	if cfg.txnRecords > 0 {
 		opts = append(opts, kgo.TransactionalID("kbench-"+topic))
 	}
@@ -407,10 +411,10 @@ func (w *workload) consumeAll(ctx context.Context, seeds []string, topic string,
 		offsets[p] = kgo.NewOffset().At(o)
 	}
 	t0 := time.Now()
-	opts := []kgo.Opt{
+	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-	}
+	}, w.clientOpts...)
 	if w.cfg.isolation == readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}

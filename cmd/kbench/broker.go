@@ -48,14 +48,18 @@ func startKfake(ctx context.Context, timeout time.Duration) (c *kfake.Cluster, s
 type brokerProc struct {
 	proc    *launch.Process
 	dir     string // temp dir: data/ and kbroker.log; "" for none
-	addr    string
+	addr    string // PLAINTEXT
 	startup time.Duration
+	// sec is set when the kbroker also serves SSL and SASL_SSL.
+	sec *secured
 }
 
 // startKbroker starts path on a free port with a fresh data dir and waits
 // until it answers; startup is measured from exec to the first successful
-// request.
-func startKbroker(ctx context.Context, path string, extra []string, timeout time.Duration) (*brokerProc, error) {
+// request. With secure it also serves SSL and SASL_SSL listeners on free
+// ports, with a throwaway CA's certificate made in its temp dir, and has a
+// SCRAM-SHA-512 user (created through PLAINTEXT, after startup).
+func startKbroker(ctx context.Context, path string, extra []string, secure bool, timeout time.Duration) (*brokerProc, error) {
 	dir, err := os.MkdirTemp("", "kbench-kbroker-")
 	if err != nil {
 		return nil, err
@@ -65,23 +69,67 @@ func startKbroker(ctx context.Context, path string, extra []string, timeout time
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	k := launch.NewKbroker(launch.KbrokerSpec{
-		Bin:          path,
-		DataDir:      data,
-		Args:         extra,
-		LogPath:      filepath.Join(dir, "kbroker.log"),
-		Timeout:      timeout,
-		Every:        probeEvery,
-		ProbeTimeout: probeTimeout,
-	})
-	err = k.Start(ctx)
-	b := &brokerProc{proc: k.Process(), dir: dir, addr: k.Addr()}
-	if err != nil {
+	var sec *secured
+	var tlsProps []string
+	attempts := 1
+	if secure {
+		sec = &secured{}
+		if sec.ca, tlsProps, err = securedPKI(dir); err == nil {
+			sec.password, err = newPassword()
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		// The secured listeners' ports, found free, may be taken again
+		// before the broker binds them: then it exits, and another
+		// attempt takes other ports.
+		attempts = launch.PortAttempts
+	}
+	var b *brokerProc
+	for attempt := 1; ; attempt++ {
+		args := extra
+		if secure {
+			sslPort, err1 := launch.FreePort()
+			saslPort, err2 := launch.FreePort()
+			if err := errors.Join(err1, err2); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+			sec.sslAddr = "127.0.0.1:" + strconv.Itoa(sslPort)
+			sec.saslSSLAddr = "127.0.0.1:" + strconv.Itoa(saslPort)
+			// Before --kbroker-arg, which may override them.
+			args = append(securedOverrides(sslPort, saslPort, tlsProps), extra...)
+		}
+		k := launch.NewKbroker(launch.KbrokerSpec{
+			Bin:          path,
+			DataDir:      data,
+			Args:         args,
+			LogPath:      filepath.Join(dir, "kbroker.log"),
+			Timeout:      timeout,
+			Every:        probeEvery,
+			ProbeTimeout: probeTimeout,
+		})
+		err = k.Start(ctx)
+		b = &brokerProc{proc: k.Process(), dir: dir, addr: k.Addr(), sec: sec}
+		if err == nil {
+			break
+		}
+		if attempt < attempts && errors.Is(err, launch.ErrExited) {
+			continue
+		}
 		tail := b.logTail(20)
 		b.stop()
 		return nil, fmt.Errorf("%w\n--- kbroker log tail ---\n%s", err, tail)
 	}
 	b.startup = time.Since(b.proc.Started())
+	if sec != nil {
+		if err := sec.createUser(ctx, b.addr, timeout); err != nil {
+			tail := b.logTail(20)
+			b.stop()
+			return nil, fmt.Errorf("%w\n--- kbroker log tail ---\n%s", err, tail)
+		}
+	}
 	return b, nil
 }
 

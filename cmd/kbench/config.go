@@ -39,6 +39,12 @@ type config struct {
 	brokerArgs   []string      // --kbroker-arg: extra args for the kbroker binary
 	txnRecords   int           // --txn-records: records per transaction, 0 = no transactions
 	isolation    string        // --isolation: the consumer's read_uncommitted or read_committed
+	security     string        // --security: the listener the clients use: plaintext, ssl or sasl_ssl
+	// securedListeners: a started kbroker also serves SSL and SASL_SSL
+	// (true when this config or its variant uses one of them, so that
+	// both arms of a comparison run the same broker and differ only in
+	// the listener their clients use).
+	securedListeners bool
 	// variant is --vs-variant: the same workload, against the same kind of
 	// target, with these flags applied on top (nil without it).
 	variant *config
@@ -100,6 +106,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	v.variantArgs = nil
 	c.variant = v
+	c.securedListeners = c.securedListeners || v.securedListeners
+	v.securedListeners = c.securedListeners
 	return c, nil
 }
 
@@ -144,6 +152,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long a started --kbroker may take to answer")
 	fs.IntVar(&c.txnRecords, "txn-records", 0, "records per transaction with a transactional producer (begin, produce N, flush, commit; the produce time includes every commit); 0 = no transactions; requires --acks all and idempotence")
 	fs.StringVar(&c.isolation, "isolation", readUncommitted, "the consumer's isolation level: read_uncommitted or read_committed")
+	fs.StringVar(&c.security, "security", secPlaintext, "with --kbroker: the listener the producer and consumer use, plaintext, ssl or sasl_ssl (SCRAM-SHA-512); with ssl or sasl_ssl kbench makes a throwaway CA and certificates and starts the broker with PLAINTEXT, SSL and SASL_SSL listeners")
 	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0"; split on spaces), alternating, and print ratios primary/variant`)
 	return fs, v
 }
@@ -187,6 +196,7 @@ func parseOne(args []string, out io.Writer) (*config, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.securedListeners = c.security != secPlaintext
 	return c, nil
 }
 
@@ -281,6 +291,20 @@ func (c *config) validate() error {
 	case readUncommitted, readCommitted:
 	default:
 		return fmt.Errorf("--isolation must be %s or %s, got %q", readUncommitted, readCommitted, c.isolation)
+	}
+	switch c.security {
+	case secPlaintext:
+	case secSSL, secSASLSSL:
+		// kbench makes the certificates and the SCRAM user, so it must
+		// start the broker itself.
+		if c.kbrokerPath == "" {
+			return fmt.Errorf("--security %s needs --kbroker", c.security)
+		}
+		if c.vsKfake {
+			return fmt.Errorf("--security %s and --vs-kfake cannot be combined (kfake is compared over plaintext)", c.security)
+		}
+	default:
+		return fmt.Errorf("--security must be %s, %s or %s, got %q", secPlaintext, secSSL, secSASLSSL, c.security)
 	}
 	return nil
 }

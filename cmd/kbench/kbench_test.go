@@ -3,18 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/testpki"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -180,6 +183,36 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--brokers", "a:1", "--acks", "all", "--vs-variant", "--acks 1"}, func(c *config) bool {
 			return c.idempotent && c.variant.acks == "1" && !c.variant.idempotent
 		}},
+		// --security: plaintext by default, which needs no secured
+		// listeners on any target.
+		{[]string{"--kfake"}, func(c *config) bool { return c.security == secPlaintext && !c.securedListeners }},
+		{[]string{"--brokers", "a:1", "--security", "plaintext"}, func(c *config) bool {
+			return c.security == secPlaintext && !c.securedListeners
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--security", "ssl"}, func(c *config) bool {
+			return c.security == secSSL && c.securedListeners
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--security=sasl_ssl"}, func(c *config) bool {
+			return c.security == secSASLSSL && c.securedListeners
+		}},
+		// In a variant, both arms start the same broker (secured
+		// listeners too) and differ in the listener their clients use.
+		{[]string{"--kbroker", "/bin/kbroker", "--security", "ssl", "--vs-variant", "--security plaintext"}, func(c *config) bool {
+			v := c.variant
+			return c.security == secSSL && c.securedListeners && v != nil && v.security == secPlaintext && v.securedListeners
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--vs-variant", "--security sasl_ssl"}, func(c *config) bool {
+			v := c.variant
+			return c.security == secPlaintext && c.securedListeners && v != nil && v.security == secSASLSSL && v.securedListeners
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--security", "sasl_ssl", "--vs-variant", "--security ssl --acks all"}, func(c *config) bool {
+			v := c.variant
+			return c.security == secSASLSSL && c.acks == "1" && v.security == secSSL && v.acks == "all" && v.securedListeners
+		}},
+		// Without --security on either side nothing is secured.
+		{[]string{"--kbroker", "/bin/kbroker", "--vs-variant", "--acks all"}, func(c *config) bool {
+			return !c.securedListeners && !c.variant.securedListeners
+		}},
 	}
 	for _, c := range ok {
 		cfg, err := parseFlags(c.args, io.Discard)
@@ -230,6 +263,17 @@ func TestParseFlags(t *testing.T) {
 		{"--kfake", "--vs-variant", "--nope"},
 		{"--kfake", "--vs-variant", "extra"},
 		{"--instant", "--vs-variant", "--records 5"},
+		{"--kbroker", "x", "--security", "tls"},                               // not a protocol
+		{"--kbroker", "x", "--security", "SSL"},                               // lower case only
+		{"--kbroker", "x", "--security", "sasl_plaintext"},                    // not benchmarked
+		{"--kbroker", "x", "--security", ""},                                  // empty
+		{"--kfake", "--security", "ssl"},                                      // kbench makes the PKI: needs --kbroker
+		{"--brokers", "a:1", "--security", "sasl_ssl"},                        // likewise
+		{"--instant", "--security", "ssl"},                                    // likewise
+		{"--kbroker", "x", "--security", "ssl", "--vs-kfake"},                 // kfake is plaintext
+		{"--kfake", "--vs-variant", "--security ssl"},                         // variant needs --kbroker
+		{"--kbroker", "x", "--vs-variant", "--security nope"},                 // variant invalid
+		{"--kbroker", "x", "--security", "ssl", "--vs-variant", "--security"}, // flag without value
 	}
 	for _, args := range bad {
 		if _, err := parseFlags(args, io.Discard); err == nil {
@@ -441,7 +485,7 @@ func TestKbrokerProcess(t *testing.T) {
 
 	// The broker's CPU time is read from /proc (a few ms here: below its
 	// 10 ms resolution, so the per-GB figures above may be unknown).
-	b, err := startKbroker(context.Background(), os.Args[0], nil, 10*time.Second)
+	b, err := startKbroker(context.Background(), os.Args[0], nil, false, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,8 +524,89 @@ func TestKbrokerProcess(t *testing.T) {
 	}
 
 	// A binary that exits at once is reported, not waited for.
-	if _, err := startKbroker(context.Background(), "/bin/false", nil, 10*time.Second); err == nil ||
+	if _, err := startKbroker(context.Background(), "/bin/false", nil, false, 10*time.Second); err == nil ||
 		!strings.Contains(err.Error(), "exited") {
 		t.Fatalf("start /bin/false: %v", err)
+	}
+}
+
+// The secured kbroker's settings: its listeners and TLS files, and a TLS
+// client of kbench's that trusts the throwaway CA (and only it) and accepts
+// the broker's certificate for 127.0.0.1.
+func TestSecuredPKI(t *testing.T) {
+	dir := t.TempDir()
+	ca, props, err := securedPKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := securedOverrides(9001, 9002, props)
+	want := []string{
+		"listeners=PLAINTEXT://{addr},SSL://127.0.0.1:9001,SASL_SSL://127.0.0.1:9002",
+		"inter.broker.listener.name=PLAINTEXT",
+		"sasl.enabled.mechanisms=SCRAM-SHA-512",
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.location=" + filepath.Join(dir, "server-keystore.pem"),
+		"ssl.truststore.type=PEM",
+		"ssl.truststore.location=" + filepath.Join(dir, "ca.pem"),
+	}
+	if len(args) != 2*len(want) {
+		t.Fatalf("overrides %q", args)
+	}
+	for i, w := range want {
+		if args[2*i] != "--override" || args[2*i+1] != w {
+			t.Errorf("override %d: %q %q, want %q", i, args[2*i], args[2*i+1], w)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "server-keystore.pem")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("keystore: %v, %v", fi, err)
+	}
+
+	// The keystore (key and chain in one file) serves TLS that kbench's
+	// clients accept.
+	ks := filepath.Join(dir, "server-keystore.pem")
+	cert, err := tls.LoadX509KeyPair(ks, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	sec := &secured{ca: ca, sslAddr: "ssl:1", saslSSLAddr: "sasl:2", password: "pw"}
+	c, err := tls.Dial("tcp", ln.Addr().String(), sec.tlsConfig())
+	if err != nil {
+		t.Fatalf("TLS client of the throwaway CA: %v", err)
+	}
+	c.Close()
+	// Another CA's client refuses the broker.
+	other, err := testpki.NewCA("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := tls.Dial("tcp", ln.Addr().String(), (&secured{ca: other}).tlsConfig()); err == nil {
+		c.Close()
+		t.Fatal("a client trusting another CA accepted the broker")
+	}
+
+	// Each protocol's listener and client options.
+	for _, c := range []struct {
+		security, addr string
+		opts           int
+	}{{secPlaintext, "plain:0", 0}, {secSSL, "ssl:1", 1}, {secSASLSSL, "sasl:2", 2}} {
+		addr, opts := sec.listener(c.security, "plain:0")
+		if addr != c.addr || len(opts) != c.opts {
+			t.Errorf("%s: %s with %d options, want %s with %d", c.security, addr, len(opts), c.addr, c.opts)
+		}
 	}
 }

@@ -4,7 +4,9 @@
 // itself (--kbroker, measuring its peak RSS and start-up time) and compare
 // against franz-go's in-process kfake cluster with identical client
 // settings (--vs-kfake). --instant measures the consumer alone, against a
-// stand-in broker that answers every fetch at once.
+// stand-in broker that answers every fetch at once. --security ssl or
+// sasl_ssl has the producer and consumer use a TLS (and SCRAM-SHA-512)
+// listener of the kbroker it starts.
 //
 // Examples:
 //
@@ -13,6 +15,7 @@
 //	kbench --kbroker ./kbroker --vs-kfake --rate 20000 --runs 3
 //	kbench --brokers 127.0.0.1:9092 --acks all --compression zstd --json
 //	kbench --instant --vs-kfake --runs 3   # the consumer's own ceiling
+//	kbench --kbroker ./kbroker --security ssl --vs-variant "--security plaintext" --runs 5
 package main
 
 import (
@@ -100,10 +103,10 @@ func (r *report) writeJSON(w io.Writer) error {
 }
 
 func (r *report) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, loadavg %v\n",
+	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, security=%v, loadavg %v\n",
 		r.Config["records"], r.Config["record_size"], r.Config["partitions"], r.Config["replication_factor"],
 		r.Config["acks"], r.Config["compression"], r.Config["rate"], r.Config["idempotent"],
-		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["loadavg"])
+		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["security"], r.Config["loadavg"])
 	if v, ok := r.Config["vs_variant"]; ok {
 		fmt.Fprintf(w, "kbench: variant: %v\n", v)
 	}
@@ -172,6 +175,7 @@ func (c *config) summary() map[string]any {
 		"runs":               c.runs,
 		"txn_records":        c.txnRecords,
 		"isolation":          c.isolation,
+		"security":           c.security,
 		"gomaxprocs":         runtime.GOMAXPROCS(0),
 		"loadavg":            loadavg(),
 	}
@@ -207,7 +211,11 @@ type arm struct {
 // (--vs-kfake) or the variant (--vs-variant) when asked.
 func (c *config) arms() []arm {
 	primary := c.primary()
-	out := []arm{{name: string(primary), kind: primary, cfg: c}}
+	name := string(primary)
+	if c.security != secPlaintext {
+		name += " --security " + c.security
+	}
+	out := []arm{{name: name, kind: primary, cfg: c}}
 	switch {
 	case c.vsKfake:
 		out = append(out, arm{name: string(kindKfake), kind: kindKfake, cfg: c})
@@ -325,7 +333,7 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		}
 		return res
 	case kindKbroker:
-		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.startTimeout)
+		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.securedListeners, cfg.startTimeout)
 		if err != nil {
 			res.Error = err.Error()
 			return res
@@ -335,6 +343,13 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		w.cpu = b.cpuTime
 		res.StartupMs = ms(b.startup)
 		w.logf("started %s on %s in %.1f ms", cfg.kbrokerPath, b.addr, res.StartupMs)
+		if b.sec != nil {
+			var addr string
+			addr, w.clientOpts = b.sec.listener(cfg.security, b.addr)
+			seeds = []string{addr}
+			w.logf("clients use the %s listener on %s (SSL on %s, SASL_SSL on %s)",
+				strings.ToUpper(cfg.security), addr, b.sec.sslAddr, b.sec.saslSSLAddr)
+		}
 		after = func() {
 			if !b.alive() {
 				res.Error = fmt.Sprintf("kbroker exited during the run (%v)\n--- kbroker log tail ---\n%s", b.proc.ExitStatus(), b.logTail(20))

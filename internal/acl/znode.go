@@ -106,26 +106,27 @@ func storableType(t kmsg.ACLResourceType) bool {
 }
 
 // ValidateName refuses a resource name that cannot be a znode name:
-// Kafka's '/' check (AclAuthorizer.validateAclBinding) and ZooKeeper's own
-// path component rules (PathUtils.validatePath: not empty, not "." or
-// "..", no NUL, no control or non-character code points).
+// AclApis's empty-name check, Kafka's '/' check
+// (AclAuthorizer.validateAclBinding) and ZooKeeper's own path component
+// rules (PathUtils.validatePath: not "." or "..", no NUL, no control or
+// non-character code points). The error is an *InvalidRequestError.
 func ValidateName(name string) error {
 	switch {
 	case name == "":
-		return errors.New("acl: invalid empty resource name")
+		return invalidf("Invalid empty resource name")
 	case strings.Contains(name, "/"):
-		return fmt.Errorf("acl: ACL binding contains invalid resource name: %s", clip(name))
+		return invalidf("ACL binding contains invalid resource name: %s", clip(name))
 	case name == "." || name == "..":
-		return fmt.Errorf("acl: invalid resource name %q: ZooKeeper refuses the path components \".\" and \"..\" (relative paths)", name)
+		return invalidf("invalid resource name %q: ZooKeeper refuses the path components \".\" and \"..\"", name)
 	}
 	for i, r := range name {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(name[i:]); size <= 1 {
-				return fmt.Errorf("acl: invalid resource name %q: not UTF-8", clip(name))
+				return invalidf("invalid resource name %q: not UTF-8", clip(name))
 			}
 		}
 		if zkInvalidRune(r) {
-			return fmt.Errorf("acl: invalid resource name %q: character %U is not allowed in a ZooKeeper path", clip(name), r)
+			return invalidf("invalid resource name %q: ZooKeeper refuses the character %U in a path", clip(name), r)
 		}
 	}
 	return nil
@@ -219,7 +220,9 @@ func EncodeZNode(entries []Entry) []byte {
 // operation or permission name this version does not know reads as
 // Unknown, as in Kafka: such an entry never grants or denies anything,
 // but it still counts as an ACL on the resource. Repeated entries are
-// returned once.
+// returned once. Kafka reads data that is not JSON at all as no entries
+// (Json.parseBytes gives None); here it is an error, so the caller can log
+// it rather than silently open or close the resource.
 func DecodeZNode(data []byte) ([]Entry, error) {
 	if len(data) == 0 {
 		return nil, nil
@@ -289,10 +292,11 @@ func decodeEntry(raw json.RawMessage) (Entry, error) {
 }
 
 // ValidatePrincipal checks the "type:name" form of a principal as
-// SecurityUtils.parseKafkaPrincipal: not empty and containing a ':'.
+// SecurityUtils.parseKafkaPrincipal: not empty and containing a ':'. The
+// error is an *InvalidRequestError.
 func ValidatePrincipal(p string) error {
 	if p == "" || !strings.Contains(p, ":") {
-		return fmt.Errorf("expected a string in format principalType:principalName but got %s", clip(p))
+		return invalidf("expected a string in format principalType:principalName but got %s", clip(p))
 	}
 	return nil
 }

@@ -63,10 +63,11 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		// A client must finish the TLS handshake and SASL exchange
 		// within authTimeout; one that stalls, or speaks another
 		// protocol, is closed without holding anything for long.
+		raw := c // c becomes the TLS connection below; close what was accepted
 		timer := time.AfterFunc(authTimeout, func() {
 			if !authDone.Load() {
 				logger.Info("closing connection: authentication not finished in time", "listener", l.name, "timeout", authTimeout)
-				c.Close()
+				raw.Close()
 			}
 		})
 		defer timer.Stop()

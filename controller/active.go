@@ -55,6 +55,11 @@ type active struct {
 	// notifications seen, with their creation time, to purge old ones.
 	configChangeSeq int64
 	configChanges   map[string]time.Time
+	// aclChangeSeq is, per ACL change directory, the sequence number of
+	// the newest notification handled (as configChangeSeq); aclChanges
+	// are the ACL notifications seen, by path, with their creation time.
+	aclChangeSeq map[string]int64
+	aclChanges   map[string]time.Time
 }
 
 // startActive loads the cluster from the store, elects leaders where the
@@ -82,6 +87,12 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 		return nil, fmt.Errorf("watching config changes: %w", lctx.Err())
 	}
 	a.configChangeSeq = newestConfigChange(pending)
+	// ACL change notifications likewise (acls.go).
+	aclPending, aclChanges, err := a.watchACLChanges(ctx, lctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	md, err := a.load(lctx)
 	if err != nil {
 		cancel()
@@ -127,6 +138,8 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 			}
 		}
 	}()
+	a.wg.Add(1)
+	go a.followACLChanges(aclPending, aclChanges)
 	if c.cfg.AutoLeaderRebalance && c.cfg.LeaderImbalanceCheck > 0 {
 		a.wg.Add(1)
 		go a.rebalanceLeaders(c.cfg.LeaderImbalanceCheck)
@@ -146,7 +159,7 @@ func (a *active) stop() {
 }
 
 // load reads brokers, topics, assignments, partition states, topic and
-// user configs.
+// user configs, and ACLs.
 func (a *active) load(ctx context.Context) (*Metadata, error) {
 	store := a.c.store
 	md := &Metadata{ClusterID: a.c.view.Load().ClusterID, ControllerID: a.c.cfg.Self.ID, Topics: map[string]*Topic{}}
@@ -240,6 +253,9 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		return nil, err
 	}
 	if md.UserConfigs, err = a.readUserConfigs(ctx, a.c.view.Load().UserConfigs, nil); err != nil {
+		return nil, err
+	}
+	if md.ACLs, err = a.readACLs(ctx, a.c.view.Load().ACLs, nil); err != nil {
 		return nil, err
 	}
 	return md, nil

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/internal/atomicfile"
 )
 
@@ -29,6 +30,10 @@ type localState struct {
 	NextProducerIDBlock int64 `json:"next_producer_id_block"`
 	// DeletedTopics are deletions not yet confirmed (by this broker).
 	DeletedTopics []localDeletedTopic `json:"deleted_topics,omitempty"`
+	// ACLs are every ACL binding, sorted, in the form the view's
+	// UpdateMetadata tag carries them (aclRecord: explicit keys and
+	// Kafka's codes).
+	ACLs []aclRecord `json:"acls,omitempty"`
 }
 
 type localDeletedTopic struct {
@@ -153,7 +158,7 @@ func (s *localStore) update(epochZkVersion int32, change func(st *localState) er
 		return fmt.Errorf("controller epoch version %d, current %d: %w", epochZkVersion, s.epochZkVersion, zk.ErrControllerMoved)
 	}
 	next := &localState{Metadata: s.state.Metadata.clone(), NextProducerIDBlock: s.state.NextProducerIDBlock,
-		DeletedTopics: slices.Clone(s.state.DeletedTopics)}
+		DeletedTopics: slices.Clone(s.state.DeletedTopics), ACLs: slices.Clone(s.state.ACLs)}
 	if err := change(next); err != nil {
 		return err
 	}
@@ -516,6 +521,85 @@ func (s *localStore) ConfigChange(_ context.Context, name string) (zk.ConfigChan
 
 // DeleteConfigChanges has nothing to delete.
 func (s *localStore) DeleteConfigChanges(context.Context, int32, []string) error { return nil }
+
+// ACLResources lists the resource patterns with ACLs, in the state's
+// (sorted) order.
+func (s *localStore) ACLResources(context.Context) ([]acl.Resource, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []acl.Resource
+	for _, rec := range s.state.ACLs {
+		r := rec.binding().Resource
+		if len(out) == 0 || out[len(out)-1] != r {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ResourceACLs returns the entries of one resource pattern. The version is
+// 0 when it has some and -1 when not: the controller is the file's only
+// writer (under its lock), so a version only has to tell creation from
+// replacement.
+func (s *localStore) ResourceACLs(_ context.Context, r acl.Resource) ([]acl.Entry, int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var entries []acl.Entry
+	for _, rec := range s.state.ACLs {
+		if b := rec.binding(); b.Resource == r {
+			entries = append(entries, b.Entry)
+		}
+	}
+	if len(entries) == 0 {
+		return nil, -1, nil
+	}
+	return entries, 0, nil
+}
+
+// SetResourceACLs replaces the entries of one resource pattern,
+// conditional on it having entries (version >= 0) or not (-1) as
+// ResourceACLs said; no entries removes the pattern.
+func (s *localStore) SetResourceACLs(_ context.Context, epochZkVersion int32, r acl.Resource, entries []acl.Entry, version int32) error {
+	if _, err := acl.ZNodePath(r); err != nil {
+		// The same refusal as ZooKeeper's store, so both modes accept
+		// the same patterns.
+		return fmt.Errorf("set ACLs of %s: %w", r, err)
+	}
+	return s.update(epochZkVersion, func(st *localState) error {
+		bindings := make([]acl.Binding, 0, len(st.ACLs)+len(entries))
+		exists := false
+		for _, rec := range st.ACLs {
+			b := rec.binding()
+			if b.Resource == r {
+				exists = true
+				continue
+			}
+			bindings = append(bindings, b)
+		}
+		if exists != (version >= 0) {
+			return fmt.Errorf("set ACLs of %s at version %d: %w", r, version, zk.ErrVersionConflict)
+		}
+		for _, e := range entries {
+			bindings = append(bindings, acl.Binding{Resource: r, Entry: e})
+		}
+		st.ACLs = aclRecords(sortBindings(bindings))
+		return nil
+	})
+}
+
+// WatchACLChanges delivers no notification: nothing but the controller
+// writes the file. The channel closes when ctx ends.
+func (s *localStore) WatchACLChanges(ctx context.Context) (<-chan []string, error) {
+	return s.WatchConfigChanges(ctx)
+}
+
+// ACLChange finds nothing: the local store keeps no notifications.
+func (s *localStore) ACLChange(_ context.Context, path string) (zk.ACLChange, error) {
+	return zk.ACLChange{}, fmt.Errorf("ACL change %s: %w", path, zk.ErrNoNode)
+}
+
+// DeleteACLChanges has nothing to delete.
+func (s *localStore) DeleteACLChanges(context.Context, int32, []string) error { return nil }
 
 // newClusterID makes a Kafka-style cluster id: 16 random bytes, URL-safe
 // base64 without padding.

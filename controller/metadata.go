@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/kbroker/kbroker/internal/acl"
 )
 
 // Endpoint is one advertised listener of a broker (Kafka's EndPoint).
@@ -101,6 +102,12 @@ type Metadata struct {
 	// share the map. Users without any config are absent. The values are
 	// key material: never log them.
 	UserConfigs map[string]map[string]string `json:"user_configs,omitempty"`
+	// ACLs are every ACL binding of /kafka-acl and
+	// /kafka-acl-extended/prefixed, sorted (sortBindings: resource type,
+	// pattern type, name, principal, host, operation, permission), each
+	// once. The embedded node's state file keeps them in its own form
+	// (localState.ACLs), not through this field.
+	ACLs []acl.Binding `json:"-"`
 	// Sequence numbers the views one controller epoch publishes, so a
 	// broker never applies an older view after a newer one.
 	Sequence uint64 `json:"-"`
@@ -154,6 +161,7 @@ func (m *Metadata) clone() *Metadata {
 
 		DeletedTopicIDs: slices.Clone(m.DeletedTopicIDs),
 		UserConfigs:     cloneUserConfigs(m.UserConfigs),
+		ACLs:            slices.Clone(m.ACLs),
 	}
 	for name, t := range m.Topics {
 		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}

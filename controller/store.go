@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kbroker/kbroker/controller/zk"
+	"github.com/kbroker/kbroker/internal/acl"
 )
 
 // metadataStore is where the controller core keeps the cluster state:
@@ -52,6 +53,23 @@ type metadataStore interface {
 	WatchConfigChanges(ctx context.Context) (<-chan []string, error)
 	ConfigChange(ctx context.Context, name string) (zk.ConfigChange, error)
 	DeleteConfigChanges(ctx context.Context, epochZkVersion int32, names []string) error
+
+	// ACLs (/kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/...):
+	// one record per resource pattern. ACLResources lists the patterns
+	// with ACLs; ResourceACLs reads one with the version SetResourceACLs
+	// must name (-1: absent; ErrVersionConflict: read again), which also
+	// writes the change notification of the pattern's store and deletes
+	// the record when no entries are left.
+	ACLResources(ctx context.Context) ([]acl.Resource, error)
+	ResourceACLs(ctx context.Context, r acl.Resource) ([]acl.Entry, int32, error)
+	SetResourceACLs(ctx context.Context, epochZkVersion int32, r acl.Resource, entries []acl.Entry, version int32) error
+	// WatchACLChanges delivers the pending ACL change notifications of
+	// both stores (their paths) now and after every change, until ctx
+	// ends: how the controller learns of ACLs written by kafka-acls.sh.
+	// ACLChange reads one; DeleteACLChanges purges old ones.
+	WatchACLChanges(ctx context.Context) (<-chan []string, error)
+	ACLChange(ctx context.Context, path string) (zk.ACLChange, error)
+	DeleteACLChanges(ctx context.Context, epochZkVersion int32, paths []string) error
 }
 
 // membership is the part of ZooKeeper only a cluster has: the broker's own

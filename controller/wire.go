@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -13,8 +14,9 @@ import (
 // UpdateMetadata request (v7) per change; brokers derive their partition
 // roles from it, so no separate LeaderAndIsr round is needed. Two tagged
 // fields of kbroker's own carry what Kafka brokers read from ZooKeeper
-// instead: each topic's config overrides, the cluster id and the user
-// configs (SCRAM credentials, so every broker can authenticate). Only kbroker
+// instead: each topic's config overrides, the cluster id, the user
+// configs (SCRAM credentials, so every broker can authenticate) and the
+// ACLs (so every broker can describe and, later, enforce them). Only kbroker
 // brokers talk to a kbroker controller, and tagged fields are ignored by
 // anything that does not know them.
 const (
@@ -24,6 +26,7 @@ const (
 	tagDeletedTopics      = 0x6b64 // deleted topic ids, 16 bytes each
 	tagViewSequence       = 0x6b65 // big-endian uint64: the view's number within the controller epoch
 	tagUserConfigs        = 0x6b66 // JSON object: user -> config key -> value (/config/users)
+	tagACLs               = 0x6b67 // JSON array of aclRecord: every ACL binding (/kafka-acl, /kafka-acl-extended)
 )
 
 // EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
@@ -45,6 +48,10 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 	if len(md.UserConfigs) > 0 {
 		js, _ := json.Marshal(md.UserConfigs) // maps of strings always encode
 		req.UnknownTags.Set(tagUserConfigs, js)
+	}
+	if len(md.ACLs) > 0 {
+		js, _ := json.Marshal(aclRecords(md.ACLs)) // strings and integers always encode
+		req.UnknownTags.Set(tagACLs, js)
 	}
 	live := map[int32]bool{}
 	for _, b := range md.Brokers {
@@ -124,6 +131,16 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 				// json's message names the position, never the content
 				// (which holds credentials).
 				tagErr = fmt.Errorf("bad user configs tag: %w", err)
+			}
+		case tagACLs:
+			var recs []aclRecord
+			if err := json.Unmarshal(v, &recs); err != nil {
+				tagErr = fmt.Errorf("bad ACLs tag: %w", err)
+				return
+			}
+			md.ACLs = make([]acl.Binding, len(recs))
+			for i, r := range recs {
+				md.ACLs[i] = r.binding()
 			}
 		}
 	})

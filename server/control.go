@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 )
 
 // controlPlane is everything the server needs from the cluster's control
@@ -30,6 +31,8 @@ type controlPlane interface {
 	CreatePartitions(name string, total int32, assignment [][]int32, validateOnly bool) error
 	UpdateTopicConfigs(name string, change func(current map[string]string) (map[string]string, error), validateOnly bool) error
 	AlterScramCredentials(upsertions []controller.ScramUpsertion, deletions []controller.ScramDeletion) ([]controller.ScramResult, error)
+	CreateACLs(bindings []acl.Binding) []error
+	DeleteACLs(filters []acl.Filter) ([]controller.ACLDeletion, error)
 	AllocateProducerID() (int64, error)
 
 	ApplyUpdate(controllerEpoch int32, md *controller.Metadata) error

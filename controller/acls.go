@@ -222,7 +222,7 @@ func (a *active) deleteACLs(filters []acl.Filter) []ACLDeletion {
 		}
 	}
 	for i := range out {
-		slices.SortFunc(out[i].Deleted, func(x, y DeletedACL) int { return compareBindings(x.Binding, y.Binding) })
+		slices.SortFunc(out[i].Deleted, func(x, y DeletedACL) int { return acl.CompareBindings(x.Binding, y.Binding) })
 	}
 	a.publishACLsLocked(written)
 	return out
@@ -343,7 +343,7 @@ func withResourceACLs(bindings []acl.Binding, replace map[acl.Resource][]acl.Ent
 // sortBindings sorts bindings in place into the view's order and drops
 // repeats; nil when empty.
 func sortBindings(bindings []acl.Binding) []acl.Binding {
-	slices.SortFunc(bindings, compareBindings)
+	slices.SortFunc(bindings, acl.CompareBindings)
 	bindings = slices.Compact(bindings)
 	if len(bindings) == 0 {
 		return nil
@@ -351,19 +351,7 @@ func sortBindings(bindings []acl.Binding) []acl.Binding {
 	return bindings
 }
 
-// compareBindings is the view's order of bindings: resource type, pattern
-// type, name, then principal, host, operation, permission (the order
-// acl.Authorizer.Bindings gives too).
-func compareBindings(x, y acl.Binding) int {
-	return cmp.Or(
-		compareResources(x.Resource, y.Resource),
-		strings.Compare(x.Principal, y.Principal),
-		strings.Compare(x.Host, y.Host),
-		cmp.Compare(x.Operation, y.Operation),
-		cmp.Compare(x.Permission, y.Permission),
-	)
-}
-
+// compareResources orders resource patterns as acl.CompareBindings does.
 func compareResources(x, y acl.Resource) int {
 	return cmp.Or(cmp.Compare(x.Type, y.Type), cmp.Compare(x.Pattern, y.Pattern), strings.Compare(x.Name, y.Name))
 }

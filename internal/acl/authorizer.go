@@ -72,7 +72,7 @@ type Authorizer struct {
 	// types is indexed by resource type code; nil for types without
 	// bindings and for Unknown/Any.
 	types    [ResourceUser + 1]*typeIndex
-	bindings []Binding // deduplicated, sorted (see compareBindings)
+	bindings []Binding // deduplicated, sorted (see CompareBindings)
 }
 
 // typeIndex holds the bindings of one resource type.
@@ -158,7 +158,7 @@ func New(bindings []Binding, cfg Config) *Authorizer {
 		}
 	}
 	a.bindings = slices.Clone(bindings)
-	slices.SortFunc(a.bindings, compareBindings)
+	slices.SortFunc(a.bindings, CompareBindings)
 	a.bindings = slices.Compact(a.bindings)
 	for _, b := range a.bindings {
 		if !concreteType(b.Type) || (b.Pattern != PatternLiteral && b.Pattern != PatternPrefixed) {
@@ -411,8 +411,10 @@ func (a *Authorizer) Bindings() []Binding { return slices.Clone(a.bindings) }
 // to DescribeAcls (AclAuthorizer.acls).
 func (a *Authorizer) Describe(f Filter) []Binding { return Matching(a.bindings, f) }
 
-// compareBindings orders bindings for Bindings and for deduplication.
-func compareBindings(x, y Binding) int {
+// CompareBindings is the order of bindings everywhere they are listed
+// (Bindings, the controller's views): resource type, pattern type, name,
+// then principal, host, operation, permission.
+func CompareBindings(x, y Binding) int {
 	return cmp.Or(
 		cmp.Compare(x.Type, y.Type),
 		cmp.Compare(x.Pattern, y.Pattern),

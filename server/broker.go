@@ -4,6 +4,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,11 @@ type Broker struct {
 	// peerSecurity is how connections to other brokers are secured and
 	// authenticated (the inter-broker listener's protocol).
 	peerSecurity kafkaconn.Security
+	// tlsWriters pools the *bufio.Writer (tlsWriteBuffer bytes) that a
+	// Fetch response over TLS is gathered in.
+	tlsWriters sync.Pool
+	// authz is the ACL authorizer (authorizer.class.name), nil for none.
+	authz *authorization
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -79,6 +85,9 @@ type requestContext struct {
 	// User:ANONYMOUS), remote the client's address.
 	principal string
 	remote    string
+	// host is remote's IP address as ACLs name hosts, once computed
+	// (clientIP).
+	host string
 	// auth is the connection's SASL state, for SaslHandshake and
 	// SaslAuthenticate (nil in handler tests).
 	auth *connAuth
@@ -116,6 +125,8 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		fatal:       make(chan error, 1),
 		quotas:      newConnQuotas(cfg, logger),
 		requests:    newRequestPool(cfg.QueuedMaxRequestBytes),
+		tlsWriters:  sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
+		authz:       newAuthorization(cfg, logger),
 	}, nil
 }
 
@@ -196,6 +207,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		MaxRecordBytes:        b.cfg.MessageMaxBytes,
 	}, &internalLog{b: b, topic: offsetsTopic}, b.logger.With("component", "groups"))
 	b.txns = b.newTxnCoordinator()
+	b.watchACLs()
 	b.controller.Subscribe(b.applyMetadata)
 	if err := b.applyMetadataErr(b.controller.Metadata()); err != nil {
 		b.shutdownStorage()

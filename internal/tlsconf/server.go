@@ -132,6 +132,10 @@ func (s *Server) load() (*serverState, error) {
 		Certificates: []tls.Certificate{*m.cert},
 		ClientAuth:   s.clientAuth,
 		ClientCAs:    m.roots,
+		// A broker's responses are bulk transfers (Fetch): full-size
+		// records from the first byte, rather than Go's small first
+		// records meant for web pages' time to first paint.
+		DynamicRecordSizingDisabled: true,
 	}
 	s.params.apply(c)
 	return &serverState{config: c, stamps: st}, nil

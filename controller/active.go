@@ -159,7 +159,7 @@ func (a *active) stop() {
 }
 
 // load reads brokers, topics, assignments, partition states, topic and
-// user configs, and ACLs.
+// user configs, client quotas, and ACLs.
 func (a *active) load(ctx context.Context) (*Metadata, error) {
 	store := a.c.store
 	md := &Metadata{ClusterID: a.c.view.Load().ClusterID, ControllerID: a.c.cfg.Self.ID, Topics: map[string]*Topic{}}
@@ -253,6 +253,9 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 		return nil, err
 	}
 	if md.UserConfigs, err = a.readUserConfigs(ctx, a.c.view.Load().UserConfigs, nil); err != nil {
+		return nil, err
+	}
+	if err := a.readQuotaEntities(ctx, md, a.c.view.Load(), nil); err != nil {
 		return nil, err
 	}
 	if md.ACLs, err = a.readACLs(ctx, a.c.view.Load().ACLs, nil); err != nil {

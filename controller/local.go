@@ -456,11 +456,19 @@ func (s *localStore) AllocateProducerIDBlock(_ context.Context, brokerID int32) 
 	return block, nil
 }
 
-// Users lists the users with a config, sorted.
+// Users lists the users with a config or with client id configs (as
+// ZooKeeper lists a user's znode made as their parent), sorted.
 func (s *localStore) Users(context.Context) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.state.Metadata.UserConfigs)), nil
+	users := slices.Collect(maps.Keys(s.state.Metadata.UserConfigs))
+	for u := range s.state.Metadata.UserClientConfigs {
+		if _, ok := s.state.Metadata.UserConfigs[u]; !ok {
+			users = append(users, u)
+		}
+	}
+	slices.Sort(users)
+	return users, nil
 }
 
 // UserConfig returns a user's config. Its version is 0 when it exists and

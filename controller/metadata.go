@@ -99,9 +99,16 @@ type Metadata struct {
 	// Kafka config key -> value. A user's SCRAM credentials are the keys
 	// named after their mechanism (SCRAM-SHA-256: Kafka's stored form,
 	// salt=...,stored_key=...,server_key=...,iterations=N); its quotas
-	// share the map. Users without any config are absent. The values are
-	// key material: never log them.
+	// share the map. Users without any config are absent; the default
+	// user's quotas (/config/users/<default>) are under "<default>". The
+	// values are key material: never log them.
 	UserConfigs map[string]map[string]string `json:"user_configs,omitempty"`
+	// ClientConfigs are the client id quotas of /config/clients: client
+	// id -> quota key -> value, the default client id under "<default>";
+	// UserClientConfigs those of /config/users/<user>/clients/<client>:
+	// user -> client id -> quota key -> value (quotas.go).
+	ClientConfigs     map[string]map[string]string            `json:"client_configs,omitempty"`
+	UserClientConfigs map[string]map[string]map[string]string `json:"user_client_configs,omitempty"`
 	// ACLs are every ACL binding of /kafka-acl and
 	// /kafka-acl-extended/prefixed, sorted (sortBindings: resource type,
 	// pattern type, name, principal, host, operation, permission), each
@@ -162,6 +169,9 @@ func (m *Metadata) clone() *Metadata {
 		DeletedTopicIDs: slices.Clone(m.DeletedTopicIDs),
 		UserConfigs:     cloneUserConfigs(m.UserConfigs),
 		ACLs:            slices.Clone(m.ACLs),
+
+		ClientConfigs:     cloneUserConfigs(m.ClientConfigs),
+		UserClientConfigs: cloneUserClientConfigs(m.UserClientConfigs),
 	}
 	for name, t := range m.Topics {
 		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}

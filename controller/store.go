@@ -54,6 +54,16 @@ type metadataStore interface {
 	ConfigChange(ctx context.Context, name string) (zk.ConfigChange, error)
 	DeleteConfigChanges(ctx context.Context, epochZkVersion int32, names []string) error
 
+	// Client quota entities (quotas.go): client ids (/config/clients),
+	// a user's client ids (/config/users/<user>/clients), and any
+	// entity's config (a user's is UserConfig's) with the version
+	// SetEntityConfig must name, which also writes the change
+	// notification and removes znodes an empty config leaves unused.
+	Clients(ctx context.Context) ([]string, error)
+	UserClients(ctx context.Context, user string) ([]string, error)
+	EntityConfig(ctx context.Context, e zk.Entity) (map[string]string, int32, error)
+	SetEntityConfig(ctx context.Context, epochZkVersion int32, e zk.Entity, configs map[string]string, version int32) error
+
 	// ACLs (/kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/...):
 	// one record per resource pattern. ACLResources lists the patterns
 	// with ACLs; ResourceACLs reads one with the version SetResourceACLs

@@ -10,8 +10,9 @@ import (
 	"github.com/kbroker/kbroker/controller/zk"
 )
 
-// User configs (/config/users: SCRAM credentials, later quotas) reach every
-// broker in the cluster view. The controller loads them with the rest,
+// User configs (/config/users: SCRAM credentials, quotas) and client
+// quotas (/config/clients, /config/users/<user>/clients: quotas.go) reach
+// every broker in the cluster view. The controller loads them with the rest,
 // changes them for AlterUserScramCredentials (scram.go), and follows Kafka's
 // config change notifications (/config/changes) so that a change written by
 // Kafka's own tools (kafka-configs.sh --zookeeper writes the user's znode
@@ -66,8 +67,9 @@ func (a *active) readUserConfigs(ctx context.Context, known map[string]map[strin
 }
 
 // onConfigChanges handles the current list of change notifications: the
-// users named by notifications newer than the last handled are read again
-// and, if their configs changed, published in a new view. Notifications
+// users, client ids and user + client ids named by notifications newer
+// than the last handled are read again and, if their configs changed,
+// published in a new view. Notifications
 // older than configChangeExpiry are deleted.
 func (a *active) onConfigChanges(names []string) {
 	a.mu.Lock()
@@ -78,6 +80,7 @@ func (a *active) onConfigChanges(names []string) {
 	seen := make(map[string]time.Time, len(names))
 	newest := a.configChangeSeq
 	var users []string
+	var entities []zk.Entity // client id and user + client id entities
 	all := false
 	for _, name := range names {
 		seq, ok := zk.ConfigChangeSequence(name)
@@ -104,33 +107,44 @@ func (a *active) onConfigChanges(names []string) {
 			}
 			return
 		case seq > a.configChangeSeq:
-			user, isUser, err := zk.UserOfEntityPath(change.EntityPath)
-			if err != nil {
-				a.c.logger.Warn("config change notification names a bad user; reading every user config again", "notification", name, "err", err)
+			e, ok, err := zk.ParseEntityPath(change.EntityPath)
+			switch {
+			case err != nil:
+				a.c.logger.Warn("config change notification names a bad user or client id; reading every user and client config again", "notification", name, "err", err)
 				all = true
-			} else if isUser && !slices.Contains(users, user) {
-				users = append(users, user)
+			case !ok:
+				// Topics, brokers, ips: not in the view from here.
+			case e.Client == "" && !slices.Contains(users, e.User):
+				users = append(users, e.User)
+			case e.Client != "" && !slices.Contains(entities, e):
+				entities = append(entities, e)
 			}
 		}
 		seen[name] = change.Created
 		newest = max(newest, seq)
 	}
 	a.configChanges = seen
-	if all || len(users) > 0 {
+	if all || len(users) > 0 || len(entities) > 0 {
 		if all {
-			users = nil
+			users, entities = nil, nil
 		}
-		configs, err := a.readUserConfigs(ctx, a.md.UserConfigs, users)
+		next := a.md.clone()
+		var err error
+		if all || len(users) > 0 {
+			next.UserConfigs, err = a.readUserConfigs(ctx, a.md.UserConfigs, users)
+		}
+		if err == nil && (all || len(entities) > 0) {
+			err = a.readQuotaEntities(ctx, next, a.md, entities)
+		}
 		if err != nil {
 			if a.ctx.Err() == nil {
-				a.c.logger.Error("reading changed user configs failed; the next change retries", "err", err)
+				a.c.logger.Error("reading changed user and client configs failed; the next change retries", "err", err)
 			}
 			return // newest not recorded: the next list handles these again
 		}
-		if !equalUserConfigs(configs, a.md.UserConfigs) {
-			next := a.md.clone()
-			next.UserConfigs = configs
-			a.c.logger.Info("user configs changed in ZooKeeper; publishing them", "users", changedUsers(a.md.UserConfigs, configs))
+		if !equalUserConfigs(next.UserConfigs, a.md.UserConfigs) || !equalQuotaConfigs(next, a.md) {
+			a.c.logger.Info("user and client configs changed in ZooKeeper; publishing them",
+				"users", changedUsers(a.md.UserConfigs, next.UserConfigs), "quota_entities", changedQuotaEntities(a.md, next))
 			a.publishLocked(next)
 		}
 	}

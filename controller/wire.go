@@ -15,10 +15,11 @@ import (
 // roles from it, so no separate LeaderAndIsr round is needed. Two tagged
 // fields of kbroker's own carry what Kafka brokers read from ZooKeeper
 // instead: each topic's config overrides, the cluster id, the user
-// configs (SCRAM credentials, so every broker can authenticate) and the
-// ACLs (so every broker can describe and, later, enforce them). Only kbroker
-// brokers talk to a kbroker controller, and tagged fields are ignored by
-// anything that does not know them.
+// configs (SCRAM credentials, so every broker can authenticate), the client
+// quotas (so every broker can enforce them) and the ACLs (so every broker
+// can describe and, later, enforce them). Only kbroker brokers talk to a
+// kbroker controller, and tagged fields are ignored by anything that does
+// not know them.
 const (
 	updateMetadataVersion = 7
 	tagTopicConfigs       = 0x6b62 // JSON object of the topic's overrides
@@ -27,6 +28,7 @@ const (
 	tagViewSequence       = 0x6b65 // big-endian uint64: the view's number within the controller epoch
 	tagUserConfigs        = 0x6b66 // JSON object: user -> config key -> value (/config/users)
 	tagACLs               = 0x6b67 // JSON array of aclRecord: every ACL binding (/kafka-acl, /kafka-acl-extended)
+	tagQuotaConfigs       = 0x6b68 // JSON quotaConfigsTag: client id and user + client id quotas (/config/clients, /config/users/<u>/clients)
 )
 
 // EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
@@ -52,6 +54,10 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 	if len(md.ACLs) > 0 {
 		js, _ := json.Marshal(aclRecords(md.ACLs)) // strings and integers always encode
 		req.UnknownTags.Set(tagACLs, js)
+	}
+	if len(md.ClientConfigs) > 0 || len(md.UserClientConfigs) > 0 {
+		js, _ := json.Marshal(quotaConfigsTag{Clients: md.ClientConfigs, UserClients: md.UserClientConfigs}) // maps of strings always encode
+		req.UnknownTags.Set(tagQuotaConfigs, js)
 	}
 	live := map[int32]bool{}
 	for _, b := range md.Brokers {
@@ -132,6 +138,12 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 				// (which holds credentials).
 				tagErr = fmt.Errorf("bad user configs tag: %w", err)
 			}
+		case tagQuotaConfigs:
+			var q quotaConfigsTag
+			if err := json.Unmarshal(v, &q); err != nil {
+				tagErr = fmt.Errorf("bad quota configs tag: %w", err)
+			}
+			md.ClientConfigs, md.UserClientConfigs = q.Clients, q.UserClients
 		case tagACLs:
 			var recs []aclRecord
 			if err := json.Unmarshal(v, &recs); err != nil {

@@ -40,12 +40,13 @@ const (
 	UserEntityType = "users"
 )
 
-// UserConfigPath is /config/users/<sanitized user>.
-func UserConfigPath(user string) string { return UserConfigsPath + "/" + Sanitize(user) }
+// UserConfigPath is /config/users/<sanitized user>; the default user
+// (DefaultEntity) is /config/users/<default>.
+func UserConfigPath(user string) string { return Entity{User: user}.ZNodePath() }
 
 // UserEntityPath is the entity path a change notification names for user:
 // users/<sanitized user>.
-func UserEntityPath(user string) string { return UserEntityType + "/" + Sanitize(user) }
+func UserEntityPath(user string) string { return Entity{User: user}.EntityPath() }
 
 // ConfigChangePath is /config/changes/<name>.
 func ConfigChangePath(name string) string { return ConfigChangesPath + "/" + name }
@@ -90,7 +91,12 @@ func EncodeUserConfig(configs map[string]string) []byte { return EncodeTopicConf
 // without "config" is an empty config; every value must be a string.
 // Errors never quote the content.
 func DecodeUserConfig(user string, data []byte) (map[string]string, error) {
-	path := UserConfigPath(user)
+	return decodeEntityConfig(UserConfigPath(user), data)
+}
+
+// decodeEntityConfig decodes the config znode of a user or client entity
+// at path as ConfigEntityZNode.decode, never quoting the content.
+func decodeEntityConfig(path string, data []byte) (map[string]string, error) {
 	configs := map[string]string{}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return configs, nil
@@ -146,25 +152,6 @@ func DecodeConfigChangeNotification(path string, data []byte) (string, error) {
 	return "", malformed(path, data, "version %d without its entity fields", *raw.Version)
 }
 
-// UserOfEntityPath returns the user a notification's entity path is about:
-// users/<u> and users/<u>/clients/<c> name user <u> (desanitized); ok is
-// false for other entities (topics, clients, brokers, ips).
-func UserOfEntityPath(entityPath string) (user string, ok bool, err error) {
-	rest, found := strings.CutPrefix(entityPath, UserEntityType+"/")
-	if !found {
-		return "", false, nil
-	}
-	sanitized, _, _ := strings.Cut(rest, "/")
-	if sanitized == "" {
-		return "", false, fmt.Errorf("entity path %q names no user", entityPath)
-	}
-	user, err = Desanitize(sanitized)
-	if err != nil {
-		return "", false, err
-	}
-	return user, true, nil
-}
-
 // ConfigChangeSequence is the sequence number of a notification named
 // config_change_<10 digits>; ok is false for any other name.
 func ConfigChangeSequence(name string) (seq int64, ok bool) {
@@ -188,42 +175,18 @@ type ConfigChange struct {
 
 // Users lists the users that have a znode under /config/users,
 // desanitized and sorted. Kafka's default-quota entity appears as
-// "<default>". A name that does not desanitize is left out, with a
-// warning: it cannot be a user Kafka's tools wrote.
+// DefaultEntity. A name that does not desanitize, or decodes to
+// "<default>" without being the default entity, is left out with a
+// warning: it cannot be a user kbroker's views can name.
 func (s *Store) Users(ctx context.Context) ([]string, error) {
-	names, err := s.children(ctx, UserConfigsPath)
-	if err != nil {
-		return nil, err
-	}
-	users := make([]string, 0, len(names))
-	for _, n := range names {
-		u, err := Desanitize(n)
-		if err != nil {
-			s.logger.Warn("ignoring a user config znode whose name is not URL-encoded", "path", s.abs(UserConfigsPath+"/"+n), "err", err)
-			continue
-		}
-		users = append(users, u)
-	}
-	slices.Sort(users)
-	return users, nil
+	return s.entityNames(ctx, UserConfigsPath)
 }
 
 // UserConfig reads /config/users/<user> and its znode version, the
 // condition of the next SetUserConfig; a missing znode is an empty config
 // at version -1.
 func (s *Store) UserConfig(ctx context.Context, user string) (map[string]string, int32, error) {
-	data, stat, err := s.get(ctx, UserConfigPath(user))
-	if errors.Is(err, ErrNoNode) {
-		return map[string]string{}, -1, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	cfg, err := DecodeUserConfig(user, data)
-	if err != nil {
-		return nil, 0, s.malformedAt(err)
-	}
-	return cfg, stat.Version, nil
+	return s.EntityConfig(ctx, Entity{User: user})
 }
 
 // SetUserConfig replaces /config/users/<user> with configs, if the znode

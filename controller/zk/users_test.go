@@ -40,26 +40,7 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
-func TestUserEntityPaths(t *testing.T) {
-	for _, tc := range []struct {
-		path   string
-		user   string
-		isUser bool
-		err    bool
-	}{
-		{"users/alice", "alice", true, false},
-		{"users/bob%40x.org/clients/app", "bob@x.org", true, false},
-		{"users/%3Cdefault%3E", "<default>", true, false},
-		{"topics/orders", "", false, false},
-		{"clients/app", "", false, false},
-		{"users/", "", false, true},
-		{"users/bad%zz", "", false, true},
-	} {
-		user, isUser, err := UserOfEntityPath(tc.path)
-		if user != tc.user || isUser != tc.isUser || (err != nil) != tc.err {
-			t.Errorf("UserOfEntityPath(%q) = %q, %v, %v", tc.path, user, isUser, err)
-		}
-	}
+func TestDecodeConfigChangeNotification(t *testing.T) {
 	for _, tc := range []struct {
 		data string
 		path string

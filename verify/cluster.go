@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/internal/launch"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,6 +76,8 @@ type ClusterConfig struct {
 	MinISR         int
 	Unclean        bool
 	Extra          []string // more --override settings
+	// Security secures every listener (nil: plaintext).
+	Security *Security
 	// TmpfsSize, when positive, gives each broker's log dir a tmpfs of its
 	// own of this many bytes, which the disk-full fault fills. Mounting
 	// needs root (CAP_SYS_ADMIN); without it the log dirs are plain
@@ -173,7 +176,7 @@ func (c *Cluster) newBroker(id int32) (*Broker, error) {
 		LogPath:      b.LogPath,
 		Timeout:      20 * time.Second,
 		Every:        25 * time.Millisecond,
-		Probe:        launch.Accepts, // a listening broker is ready, as kverify always had it
+		Probe:        c.cfg.Security.Probe(), // plaintext: a listening broker is ready, as kverify always had it
 		ProbeTimeout: time.Second,
 		OnSpawn: func(pid int) {
 			c.mu.Lock()
@@ -310,7 +313,7 @@ func (b *Broker) args() []string {
 	cfg := b.cluster.cfg
 	ov := []string{
 		"broker.id=" + strconv.Itoa(int(b.ID)),
-		"advertised.listeners=PLAINTEXT://" + b.Proxy.Addr(),
+		"advertised.listeners=" + cfg.Security.Protocol() + "://" + b.Proxy.Addr(),
 		"zookeeper.connect=" + b.ZKProxy.Addr(),
 		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(cfg.SessionTimeout/time.Millisecond)),
 		"replica.lag.time.max.ms=" + strconv.Itoa(int(cfg.LagTime/time.Millisecond)),
@@ -323,6 +326,7 @@ func (b *Broker) args() []string {
 		"auto.leader.rebalance.enable=false",
 		"kbroker.metrics.address=" + b.metrics,
 	}
+	ov = append(ov, cfg.Security.BrokerSettings()...)
 	return launch.Overrides(append(ov, cfg.Extra...)...)
 }
 
@@ -455,6 +459,10 @@ func (c *Cluster) Seeds() []string {
 	}
 	return out
 }
+
+// ClientOpts are the options kverify's own clients (admin requests) need
+// besides their seeds.
+func (c *Cluster) ClientOpts(more ...kgo.Opt) []kgo.Opt { return c.cfg.Security.Admin(more...) }
 
 // Broker returns broker id.
 func (c *Cluster) Broker(id int32) *Broker { return c.Brokers[id-1] }

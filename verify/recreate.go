@@ -151,7 +151,7 @@ func (n *Nemesis) recreate(ctx context.Context, f Fault) {
 	}
 	// The admin client never needs the isolated broker: seeds and
 	// controller are others.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestRetries(0))
+	cl, err := kgo.NewClient(n.C.ClientOpts(kgo.SeedBrokers(seeds...), kgo.RequestRetries(0))...)
 	if err != nil {
 		n.record(f.Kind, "skip", err.Error())
 		return

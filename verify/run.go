@@ -42,6 +42,12 @@ type Options struct {
 	// root; the disk-full fault fills it): 0 means 256 MiB, negative
 	// plain directories.
 	TmpfsSize int64
+
+	// Security is how every listener is secured: SecurityPlaintext (or
+	// "") or SecuritySASLSSL. SASLMechanism is then the workload
+	// clients' mechanism, MechanismSCRAM (or "") or MechanismPlain.
+	Security      string
+	SASLMechanism string
 }
 
 func (o *Options) defaults() {
@@ -66,6 +72,12 @@ func (o *Options) defaults() {
 	if o.TmpfsSize == 0 {
 		o.TmpfsSize = 256 << 20
 	}
+	if o.Security == "" {
+		o.Security = SecurityPlaintext
+	}
+	if o.Security == SecuritySASLSSL && o.SASLMechanism == "" {
+		o.SASLMechanism = MechanismSCRAM
+	}
 }
 
 // Report is what a run found.
@@ -74,6 +86,7 @@ type Report struct {
 	Result      Result
 	HistoryPath string
 	Dir         string
+	Security    string  // how the listeners are secured
 	LogDirs     string  // how the brokers' log dirs are mounted
 	Faults      []Event // fault events as recorded
 	Elapsed     time.Duration
@@ -122,6 +135,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	sec, err := NewSecurity(o.Security, o.SASLMechanism, filepath.Join(o.Dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
 	if o.Bin == "" {
 		logf("building kbroker")
 		bin, err := BuildBroker(o.Dir)
@@ -137,12 +154,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer hf.Close()
 	rec := NewRecorder(began, hf)
-	rep := &Report{Options: o, HistoryPath: histPath, Dir: o.Dir}
+	rep := &Report{Options: o, HistoryPath: histPath, Dir: o.Dir, Security: sec.String()}
 	phase := func(detail string) {
 		rec.Add(Event{Kind: KindPhase, Detail: detail})
 		logf("phase %s", detail)
 	}
-	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v txn=%v duration=%v brokers=%d partitions=%d", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Duration, o.Brokers, o.Partitions))
+	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v txn=%v duration=%v brokers=%d partitions=%d security=%s", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Duration, o.Brokers, o.Partitions, sec.Name()))
+	phase("security: " + rep.Security)
 
 	timing := Timing{Lag: o.Lag, Session: o.Session}
 	var faults []Fault
@@ -159,7 +177,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		faults = slices.DeleteFunc(faults, func(f Fault) bool { return f.Kind == RecreateTopic || f.Kind == RecreateTopicPaused })
 	}
 
-	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2, TmpfsSize: o.TmpfsSize}
+	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2, TmpfsSize: o.TmpfsSize, Security: sec}
 	if o.Unsafe {
 		ccfg.MinISR, ccfg.Unclean = 1, true
 	}
@@ -215,6 +233,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	if err := sec.CreateUser(ctx, c.Seeds(), 30*time.Second); err != nil {
+		return nil, err
+	}
 	phase("cluster-ready")
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -223,9 +244,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	go func() { defer watchWG.Done(); zv.WatchEpochs(watchCtx, rec, topic, o.Partitions, 100*time.Millisecond) }()
 	defer func() { stopWatch(); watchWG.Wait() }()
 
-	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf, Recreate: recreate}
+	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf, Recreate: recreate, Security: sec}
 	tw := &TxnWorkload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Out: topic + "-out", Partitions: o.Partitions, Producers: 3,
-		Group: fmt.Sprintf("kverify-etl-%d", o.Seed), Seed: o.Seed, Interval: 20 * o.Interval, Logf: logf}
+		Group: fmt.Sprintf("kverify-etl-%d", o.Seed), Seed: o.Seed, Interval: 20 * o.Interval, Logf: logf, Security: sec}
 	consCtx, stopCons := context.WithCancel(ctx)
 	etlCtx, stopEtl := context.WithCancel(ctx)
 	var consWG, etlWG sync.WaitGroup
@@ -289,7 +310,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		var e map[int32]int64
 		if err := waitFor(ctx, 30*time.Second, func() error {
 			var err error
-			e, err = EndOffsets(ctx, c.Seeds(), t.name)
+			e, err = EndOffsets(ctx, c.Seeds(), t.name, c.ClientOpts()...)
 			if err == nil && int32(len(e)) != t.partitions {
 				err = fmt.Errorf("end offsets of %d partitions", len(e))
 			}
@@ -405,7 +426,7 @@ func setup(ctx context.Context, c *Cluster, zv *ZKView, topic string, partitions
 	}); err != nil {
 		return fmt.Errorf("cluster did not form: %w", err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...))
+	cl, err := kgo.NewClient(c.ClientOpts(kgo.SeedBrokers(c.Seeds()...))...)
 	if err != nil {
 		return err
 	}
@@ -461,6 +482,9 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v txn=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
 	if r.LogDirs != "" {
 		fmt.Fprintf(w, "log dirs: %s\n", r.LogDirs)
+	}
+	if r.Security != "" {
+		fmt.Fprintf(w, "security: %s\n", r.Security)
 	}
 	fmt.Fprintf(w, "\nfaults:\n")
 	for _, f := range r.Faults {
@@ -522,9 +546,21 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nhistory: %s\n", r.HistoryPath)
 	if o.Mode != "check" {
-		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s\n", o.Mode, o.Seed,
-			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], durationFlag(o))
+		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s%s\n", o.Mode, o.Seed,
+			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], durationFlag(o), securityFlags(o))
 	}
+}
+
+// securityFlags are the replay's --security and --sasl-mechanism.
+func securityFlags(o Options) string {
+	if o.Security == "" || o.Security == SecurityPlaintext {
+		return ""
+	}
+	f := " --security " + o.Security
+	if o.SASLMechanism != "" && o.SASLMechanism != MechanismSCRAM {
+		f += " --sasl-mechanism " + o.SASLMechanism
+	}
+	return f
 }
 
 func durationFlag(o Options) string {

@@ -34,6 +34,9 @@ type TxnWorkload struct {
 	// Interval is each producer's pause between transactions.
 	Interval time.Duration
 	Logf     func(string, ...any)
+	// Security is what every client needs to reach the brokers (nil:
+	// plaintext).
+	Security *Security
 
 	read readPositions // control records too
 }
@@ -68,7 +71,7 @@ func (w *TxnWorkload) RunProducers(ctx context.Context) {
 
 // txnOpts are a transactional client's options, for transactional id id.
 func (w *TxnWorkload) txnOpts(id string, more ...kgo.Opt) []kgo.Opt {
-	return append([]kgo.Opt{
+	return w.Security.Client(append([]kgo.Opt{
 		kgo.SeedBrokers(w.Seeds...),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(txnTimeout),
@@ -77,7 +80,7 @@ func (w *TxnWorkload) txnOpts(id string, more ...kgo.Opt) []kgo.Opt {
 		kgo.ProduceRequestTimeout(3 * time.Second),
 		kgo.RetryTimeout(8 * time.Second),
 		kgo.MetadataMinAge(250 * time.Millisecond),
-	}, more...)
+	}, more...)...)
 }
 
 // producer writes transactions of 2 to 4 records ("<txn>-<j>") to
@@ -185,9 +188,9 @@ func (w *TxnWorkload) committedFromStart(topic string, opts ...kgo.Opt) (*kgo.Cl
 	for p := range w.Partitions {
 		parts[p] = kgo.NewOffset().AtStart()
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.Seeds...),
+	return kgo.NewClient(w.Security.Client(append([]kgo.Opt{kgo.SeedBrokers(w.Seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, opts...)...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, opts...)...)...)
 }
 
 func (w *TxnWorkload) consumer(ctx context.Context, name, topic string) {
@@ -290,7 +293,7 @@ func (w *TxnWorkload) RunEtl(ctx context.Context) {
 // EtlOffsets is the loop's group's committed offsets of the input topic
 // (stable: no transactional commit pending).
 func (w *TxnWorkload) EtlOffsets(ctx context.Context) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...))
+	cl, err := kgo.NewClient(w.Security.Admin(kgo.SeedBrokers(w.Seeds...))...)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +319,7 @@ func (w *TxnWorkload) EtlOffsets(ctx context.Context) (map[int32]int64, error) {
 // transaction (last stable offset = high watermark) and returns the high
 // watermarks.
 func (w *TxnWorkload) StableEnds(ctx context.Context, topic string, d time.Duration) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...))
+	cl, err := kgo.NewClient(w.Security.Admin(kgo.SeedBrokers(w.Seeds...))...)
 	if err != nil {
 		return nil, err
 	}

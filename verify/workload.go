@@ -38,6 +38,9 @@ type Workload struct {
 	// deletes and creates again: raw producers write to it and a consumer
 	// reads it (see recreate.go).
 	Recreate *Incarnations
+	// Security is what every client needs to reach the brokers (nil:
+	// plaintext).
+	Security *Security
 
 	read readPositions
 }
@@ -82,7 +85,7 @@ func (w *Workload) RunProducers(ctx context.Context) {
 // partitions, at most 100 records outstanding. Every error is indefinite:
 // franz-go retries internally, so an error says only that it gave up.
 func (w *Workload) franzProducer(ctx context.Context, name string) {
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(w.Security.Client(
 		kgo.SeedBrokers(w.Seeds...),
 		kgo.DefaultProduceTopic(w.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -91,7 +94,7 @@ func (w *Workload) franzProducer(ctx context.Context, name string) {
 		kgo.ProduceRequestTimeout(3*time.Second),
 		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.MaxBufferedRecords(1000),
-	)
+	)...)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return
@@ -138,7 +141,7 @@ func (w *Workload) rawProducer(ctx context.Context, name string, p int32, g *Inc
 	if g != nil {
 		topic = g.Topic
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...), kgo.MetadataMinAge(250*time.Millisecond), kgo.RequestRetries(0))
+	cl, err := kgo.NewClient(w.Security.Client(kgo.SeedBrokers(w.Seeds...), kgo.MetadataMinAge(250*time.Millisecond), kgo.RequestRetries(0))...)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return
@@ -328,10 +331,11 @@ func (w *Workload) kcatRun(logf io.Writer, name string, p int32, run int, batch 
 	// Bounded: message.timeout.ms plus start-up and shutdown.
 	cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "kcat", "-P", "-b", strings.Join(w.Seeds, ","), "-t", w.Topic, "-p", strconv.Itoa(int(p)), "-vv",
+	args := append(w.Security.KcatArgs(), "-P", "-b", strings.Join(w.Seeds, ","), "-t", w.Topic, "-p", strconv.Itoa(int(p)), "-vv",
 		"-X", "acks=all", "-X", "enable.idempotence=true", "-X", "linger.ms=5",
 		"-X", "message.timeout.ms=10000", "-X", "request.timeout.ms=3000",
 		"-X", "topic.metadata.refresh.interval.ms=1000", "-X", "reconnect.backoff.max.ms=500")
+	cmd := exec.CommandContext(cctx, "kcat", args...)
 	cmd.Stdin = strings.NewReader(in.String())
 	var out strings.Builder
 	cmd.Stderr = &out
@@ -463,8 +467,8 @@ func (w *Workload) fromStart(topic string, partitions []int32, opts ...kgo.Opt) 
 	for _, p := range partitions {
 		parts[p] = kgo.NewOffset().AtStart()
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.Seeds...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})}, opts...)...)
+	return kgo.NewClient(w.Security.Client(append([]kgo.Opt{kgo.SeedBrokers(w.Seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})}, opts...)...)...)
 }
 
 func upTo(n int32) []int32 {
@@ -517,7 +521,7 @@ func (w *Workload) recreateConsumer(ctx context.Context, name string) {
 }
 
 func (w *Workload) groupConsumer(ctx context.Context, name, group string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.Seeds...),
+	cl, err := kgo.NewClient(w.Security.Client(kgo.SeedBrokers(w.Seeds...),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(w.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond),
@@ -526,7 +530,7 @@ func (w *Workload) groupConsumer(ctx context.Context, name, group string) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			w.Rec.Add(Event{Kind: KindAssign, Proc: name, Partitions: m[w.Topic]})
 		}),
-	)
+	)...)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return
@@ -535,9 +539,10 @@ func (w *Workload) groupConsumer(ctx context.Context, name, group string) {
 	w.poll(ctx, name, w.Topic, cl)
 }
 
-// EndOffsets lists each partition's high watermark.
-func EndOffsets(ctx context.Context, seeds []string, topic string) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+// EndOffsets lists each partition's high watermark; opts are what the
+// client needs besides its seeds (TLS, SASL).
+func EndOffsets(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

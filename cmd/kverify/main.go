@@ -2,8 +2,8 @@
 // it starts itself (ZooKeeper and three brokers behind fault-injecting
 // proxies) and checks the recorded history. See package verify.
 //
-//	kverify short [--seed N] [--unsafe] [--txn] [--expect-anomaly NAME] [--log-dir-tmpfs MiB]
-//	kverify long --duration 10m --seed N [--unsafe] [--txn]
+//	kverify short [--seed N] [--unsafe] [--txn] [--expect-anomaly NAME] [--log-dir-tmpfs MiB] [--security sasl_ssl [--sasl-mechanism PLAIN]]
+//	kverify long --duration 10m --seed N [--unsafe] [--txn] [--security sasl_ssl]
 //	kverify check HISTORY.jsonl
 //
 // Exit status: 0 when no anomaly was found (with --expect-anomaly: when
@@ -50,6 +50,8 @@ func main() {
 	partitions := fs.Int("partitions", 3, "partitions of the test topic")
 	quiet := fs.Bool("q", false, "no progress output")
 	tmpfs := fs.Int64("log-dir-tmpfs", 256, "MiB of each broker's own tmpfs log dir, which the disk-full fault fills (needs root; 0: plain directories, fault disabled)")
+	security := fs.String("security", verify.SecurityPlaintext, "listeners: plaintext, or sasl_ssl (every listener SASL_SSL, inter-broker too, with a CA and certificates made for the run)")
+	mechanism := fs.String("sasl-mechanism", verify.MechanismSCRAM, "with --security sasl_ssl: the workload clients' SASL mechanism, SCRAM-SHA-512 (user created through a broker) or PLAIN; kverify's admin clients and the brokers use PLAIN")
 	flag.Usage = usage
 	fs.Usage = usage
 	_ = fs.Parse(os.Args[2:])
@@ -82,7 +84,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Dir: *dir, Bin: *bin,
-		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20}
+		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20, Security: *security, SASLMechanism: *mechanism}
 	if *tmpfs <= 0 {
 		o.TmpfsSize = -1
 	}

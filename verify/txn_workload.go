@@ -214,7 +214,26 @@ func (w *TxnWorkload) consumer(ctx context.Context, name, topic string) {
 // until ctx ends. Its reads, writes and commits are recorded like the
 // producers' (proc "etl", transactions "etl-N"); after an abort the
 // session rewinds to the committed offsets, which a txn-assign records.
+// A session that can no longer begin a transaction (its producer id failed
+// fatally, e.g. fenced after the coordinator aborted a transaction that
+// outlived its timeout) is replaced by a new one with the same
+// transactional id, which starts from the committed offsets too.
 func (w *TxnWorkload) RunEtl(ctx context.Context) {
+	var poll, n int64
+	for ctx.Err() == nil {
+		if !w.etlSession(ctx, &poll, &n) || ctx.Err() != nil {
+			return
+		}
+		w.Rec.Add(Event{Kind: KindTxnAssign, Topic: w.Topic, Proc: "etl", Partitions: upTo(w.Partitions), Detail: "rewind: new session"})
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+}
+
+// etlSession runs one GroupTransactSession of RunEtl until ctx ends or it
+// cannot begin a transaction; it reports whether a new session may help
+// (false when none could be made). poll and n number polls and
+// transactions across sessions.
+func (w *TxnWorkload) etlSession(ctx context.Context, poll, n *int64) bool {
 	const name = "etl"
 	all := upTo(w.Partitions)
 	s, err := kgo.NewGroupTransactSession(w.txnOpts(w.Group,
@@ -231,29 +250,28 @@ func (w *TxnWorkload) RunEtl(ctx context.Context) {
 	)...)
 	if err != nil {
 		w.logf("%s: %v", name, err)
-		return
+		return false
 	}
 	defer s.Close()
-	var poll, n int64
 	for ctx.Err() == nil {
 		fs := s.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return
+			return true
 		}
 		var recs []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
 		if len(recs) == 0 {
 			continue
 		}
-		poll++
-		n++
-		id := fmt.Sprintf("%s-%d", name, n)
+		*poll++
+		*n++
+		id := fmt.Sprintf("%s-%d", name, *n)
 		for _, r := range recs {
-			w.Rec.Add(Event{Kind: KindTxnRead, Topic: w.Topic, Proc: name, Poll: poll, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			w.Rec.Add(Event{Kind: KindTxnRead, Topic: w.Topic, Proc: name, Poll: *poll, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		}
 		if err := s.Begin(); err != nil {
-			w.logf("%s: begin %s: %v", name, id, err)
-			return
+			w.logf("%s: begin %s: %v; starting a new session", name, id, err)
+			return true
 		}
 		var wg sync.WaitGroup
 		for j, r := range recs {
@@ -288,6 +306,7 @@ func (w *TxnWorkload) RunEtl(ctx context.Context) {
 			w.Rec.Add(Event{Kind: KindTxnAssign, Topic: w.Topic, Proc: name, Partitions: all, Detail: "rewind after abort"})
 		}
 	}
+	return true
 }
 
 // EtlOffsets is the loop's group's committed offsets of the input topic

@@ -18,6 +18,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/quota"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -151,6 +152,8 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 
 // waitJoin waits for a parked JoinGroup's answer.
 func waitJoin(ctx context.Context, w *joinWaiter, fail func(int16) *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
+	// Parked, not busy: no request quota is charged for the wait.
+	defer quota.Parked(ctx, time.Now())
 	select {
 	case <-w.done:
 		return w.resp

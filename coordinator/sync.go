@@ -23,6 +23,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/quota"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -114,6 +115,8 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	}
 	g.mu.Unlock()
 
+	// Parked, not busy: no request quota is charged for the wait.
+	defer quota.Parked(ctx, time.Now())
 	select {
 	case <-w.done:
 		return w.resp

@@ -19,6 +19,7 @@ import (
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/coordinator"
 	"github.com/kbroker/kbroker/internal/kafkaconn"
+	"github.com/kbroker/kbroker/internal/quota"
 	"github.com/kbroker/kbroker/internal/ratelog"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/kbroker/kbroker/txn"
@@ -59,6 +60,8 @@ type Broker struct {
 	connsClosedIdle atomic.Int64
 	connsRefused    atomic.Int64
 	quotas          *connQuotas
+	// clientQuotas enforces the quotas of the view (client_quotas.go).
+	clientQuotas *clientQuotas
 	// requests is the queued.max.request.bytes pool.
 	requests *requestPool
 	// listeners are the configured listeners by name.
@@ -116,17 +119,18 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	// Other brokers dial the first endpoint, the inter-broker listener's.
 	self.Host, self.Port = self.Endpoints[0].Host, self.Endpoints[0].Port
 	return &Broker{
-		cfg:         cfg,
-		logger:      logger,
-		self:        self,
-		fetches:     newFetchSessions(),
-		conns:       make(map[net.Conn]*connState),
-		viewChanged: make(chan struct{}),
-		fatal:       make(chan error, 1),
-		quotas:      newConnQuotas(cfg, logger),
-		requests:    newRequestPool(cfg.QueuedMaxRequestBytes),
-		tlsWriters:  sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
-		authz:       newAuthorization(cfg, logger),
+		cfg:          cfg,
+		logger:       logger,
+		self:         self,
+		fetches:      newFetchSessions(),
+		conns:        make(map[net.Conn]*connState),
+		viewChanged:  make(chan struct{}),
+		fatal:        make(chan error, 1),
+		quotas:       newConnQuotas(cfg, logger),
+		clientQuotas: newClientQuotas(quota.DefaultConfig, logger),
+		requests:     newRequestPool(cfg.QueuedMaxRequestBytes),
+		tlsWriters:   sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
+		authz:        newAuthorization(cfg, logger),
 	}, nil
 }
 

@@ -116,7 +116,18 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 	// queued.max.request.bytes pool.
 	var held int64
 	defer func() { b.requests.release(held) }()
+	// muted is when a throttled client may send again: until then the
+	// connection reads nothing (Kafka mutes the channel, KIP-219), and
+	// not before the throttled answer is written.
+	var muted time.Time
 	for {
+		if !muted.IsZero() {
+			unanswered.Wait()
+			if !waitMuted(ctx, muted) {
+				return
+			}
+			muted = time.Time{}
+		}
 		// Wait for the pool before reading the body (Kafka mutes the
 		// channel): the size comes first. A size out of range is left
 		// to ReadFrame to refuse.
@@ -191,7 +202,8 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		}
 		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
 			auth: auth, principal: auth.principal, remote: c.RemoteAddr().String()}
-		resp, err := b.handle(ctx, rc, req)
+		resp, mutedUntil, err := b.handleWithQuotas(ctx, rc, req, len(frame))
+		muted = mutedUntil
 		b.requests.release(held)
 		held = 0
 		if err != nil {

@@ -33,6 +33,7 @@ type controlPlane interface {
 	AlterScramCredentials(upsertions []controller.ScramUpsertion, deletions []controller.ScramDeletion) ([]controller.ScramResult, error)
 	CreateACLs(bindings []acl.Binding) []error
 	DeleteACLs(filters []acl.Filter) ([]controller.ACLDeletion, error)
+	AlterClientQuotas(alts []controller.QuotaAlteration, validateOnly bool) ([]error, error)
 	AllocateProducerID() (int64, error)
 
 	ApplyUpdate(controllerEpoch int32, md *controller.Metadata) error

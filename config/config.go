@@ -22,6 +22,18 @@ type Config struct {
 	// ConnectionsMaxReauth is connections.max.reauth.ms (default 0: a
 	// SASL session never expires, as Kafka's default).
 	ConnectionsMaxReauth time.Duration
+	// Authorizer is authorizer.class.name as given: "" (the default, as
+	// Kafka's) authorizes nothing, every request is allowed; otherwise one
+	// of ACLAuthorizerClasses, Kafka's ACL authorizer, checks every
+	// request against the cluster's ACLs.
+	Authorizer string
+	// SuperUsers is super.users: principals ("User:admin") the ACL
+	// authorizer allows everything, whatever the ACLs say.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found
+	// (default false): with the ACL authorizer, a resource no ACL
+	// matches is open to everyone rather than to super users only.
+	AllowEveryoneIfNoACLFound bool
 	// InterBrokerListenerName is inter.broker.listener.name: the listener
 	// whose advertised address other brokers use (default PLAINTEXT).
 	InterBrokerListenerName string

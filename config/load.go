@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kbroker/kbroker/internal/acl"
 )
 
 // Default returns the configuration used when nothing is set: Kafka's
@@ -77,6 +79,23 @@ func Default() Config {
 		TransactionRemoveExpiredIDsInterval:  time.Hour,
 	}
 }
+
+// ACLAuthorizerClasses are the authorizer.class.name values that turn on
+// authorization: the class names of Kafka's ACL authorizer, ZooKeeper mode's
+// first (the one kbroker follows), then KRaft mode's and the pre-2.4 name,
+// so a Kafka server.properties with any of them keeps its meaning. Any
+// other authorizer is refused at start rather than silently replaced.
+func ACLAuthorizerClasses() []string {
+	return []string{
+		"kafka.security.authorizer.AclAuthorizer",
+		"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"kafka.security.auth.SimpleAclAuthorizer",
+	}
+}
+
+// AuthorizerEnabled tells whether requests are checked against ACLs
+// (authorizer.class.name is set).
+func (c Config) AuthorizerEnabled() bool { return c.Authorizer != "" }
 
 // Values of log.message.timestamp.type.
 const (
@@ -328,6 +347,30 @@ func properties() []prop {
 		stringProp("security.inter.broker.protocol", "", func(c *Config) *string { return &c.InterBrokerListenerName }).
 			alias("security protocol between brokers: the listener of that name (inter.broker.listener.name wins)"),
 		stringProp("inter.broker.listener.name", "listener other brokers connect to", func(c *Config) *string { return &c.InterBrokerListenerName }),
+		{
+			name: "authorizer.class.name",
+			doc:  "Kafka's ACL authorizer (" + ACLAuthorizerClasses()[0] + " or another of its class names) to check every request against the ACLs; empty allows everything",
+			set: func(c *Config, v string) error {
+				if v != "" && !slices.Contains(ACLAuthorizerClasses(), v) {
+					return fmt.Errorf("kbroker implements only Kafka's ACL authorizer: set one of %s, or leave it empty for no authorization",
+						strings.Join(ACLAuthorizerClasses(), ", "))
+				}
+				c.Authorizer = v
+				return nil
+			},
+			get: func(c Config) string { return c.Authorizer },
+		},
+		{
+			name: "super.users",
+			doc:  "principals allowed everything by the ACL authorizer, separated by ';' (User:admin;User:broker)",
+			set: func(c *Config, v string) error {
+				users, err := acl.ParseSuperUsers(v)
+				c.SuperUsers = users
+				return err
+			},
+			get: func(c Config) string { return strings.Join(c.SuperUsers, ";") },
+		},
+		boolProp("allow.everyone.if.no.acl.found", "with the ACL authorizer, let everyone use a resource no ACL names (false: only super users)", func(c *Config) *bool { return &c.AllowEveryoneIfNoACLFound }),
 		durationProp("connections.max.reauth.ms", "SASL session lifetime; clients re-authenticate before it ends (0: never)", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.ConnectionsMaxReauth }),
 		{
 			name: "log.dir",

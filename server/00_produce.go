@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
@@ -36,6 +37,14 @@ import (
 //   while the coordinator cannot answer). Transactional batches without a
 //   transactional id get TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and a
 //   control batch from a client INVALID_RECORD, as Kafka.
+// * Authorization (KafkaApis.handleProduceRequest): a request with
+//   transactional batches needs Write on its transactional id, else every
+//   partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs
+//   Write, else its partitions get TOPIC_AUTHORIZATION_FAILED, before
+//   anything else is looked at (whether the topic exists, acks). Kafka
+//   never creates a topic for a produce; kbroker does when auto-creation
+//   is on, but only for a principal Metadata would create it for (Create
+//   on the cluster or the topic), else UNKNOWN_TOPIC_OR_PARTITION.
 // * acks=-1 waits until the high watermark passes the batch or
 //   TimeoutMillis passes; acks=0 gets no response at all.
 //
@@ -56,7 +65,7 @@ type produceResponse struct {
 	await func()
 }
 
-func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := &produceResponse{ProduceResponse: req.ResponseKind().(*kmsg.ProduceResponse), await: func() {}}
 	now := time.Now()
@@ -70,8 +79,18 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 
 	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
 	// Kafka answers a request with transactional batches but no
-	// transactional id as an authorization failure, for every partition.
-	refuseTxn := req.TransactionID == nil && hasTransactionalBatches(req)
+	// transactional id, or one the principal may not write, as an
+	// authorization failure, for every partition.
+	var refuseTxn error
+	if hasTransactionalBatches(req) {
+		switch {
+		case req.TransactionID == nil:
+			refuseTxn = fmt.Errorf("%w: transactional records without a transactional id", kerr.TransactionalIDAuthorizationFailed)
+		case !b.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID):
+			refuseTxn = fmt.Errorf("%w: not authorized to write transactional id %s", kerr.TransactionalIDAuthorizationFailed, *req.TransactionID)
+		}
+	}
+	writable := b.checksFor(rc, acl.OpWrite, acl.ResourceTopic)
 	// Phase 1: validate every partition's batches; phase 2: verify the
 	// transactions they open (KIP-890 part 1, one coordinator call); phase
 	// 3: append.
@@ -103,12 +122,16 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 					sp.ErrorMessage = &msg
 				}
 			}
-			if !validAcks {
-				setErr(kerr.InvalidRequiredAcks)
+			if refuseTxn != nil {
+				setErr(refuseTxn)
 				continue
 			}
-			if refuseTxn {
-				setErr(fmt.Errorf("%w: transactional records without a transactional id", kerr.TransactionalIDAuthorizationFailed))
+			if !writable.allowed(rt.Topic) {
+				setErr(fmt.Errorf("%w: not authorized to write topic %s", kerr.TopicAuthorizationFailed, rt.Topic))
+				continue
+			}
+			if !validAcks {
+				setErr(kerr.InvalidRequiredAcks)
 				continue
 			}
 			if isInternalTopic(rt.Topic) {
@@ -116,7 +139,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.
 				setErr(fmt.Errorf("%w: cannot produce to internal topic %s", kerr.InvalidTopicException, rt.Topic))
 				continue
 			}
-			part, err := b.produceTarget(rt.Topic, rp.Partition)
+			part, err := b.produceTarget(rc, rt.Topic, rp.Partition)
 			if err != nil {
 				setErr(err)
 				continue
@@ -326,9 +349,11 @@ func recordErrors(batches [][]byte, check func(h recordbatch.Header, r kmsg.Reco
 
 // produceTarget finds the partition a produce goes to, creating the topic
 // when auto creation is on.
-func (b *Broker) produceTarget(topic string, partition int32) (*replica.Partition, error) {
+func (b *Broker) produceTarget(rc *requestContext, topic string, partition int32) (*replica.Partition, error) {
 	part, err := b.localPartition(topic, partition)
-	if errors.Is(err, kerr.UnknownTopicOrPartition) && b.cfg.AutoCreateTopics {
+	// Kafka creates topics only for Metadata; a producer that may not
+	// create the topic is answered as Kafka would answer it.
+	if errors.Is(err, kerr.UnknownTopicOrPartition) && b.cfg.AutoCreateTopics && b.mayAutoCreate(rc, topic) {
 		if _, exists := b.controller.Metadata().Topics[topic]; !exists {
 			if _, cerr := b.autoCreateTopic(topic); cerr != nil {
 				return nil, cerr

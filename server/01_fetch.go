@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/replica"
@@ -29,6 +31,12 @@ import (
 // * Batches are served as stored (v2). Kafka down-converts for Fetch v0-3;
 //   kbroker does not, which the clients that still send v0-3 (sarama,
 //   librdkafka, kafka-python) read anyway as they detect the magic byte.
+// * Authorization (KafkaApis.handleFetchRequest), on every fetch of a
+//   session too: a follower (replica id >= 0) needs ClusterAction on the
+//   cluster, else every partition gets TOPIC_AUTHORIZATION_FAILED; a
+//   consumer needs Read on each topic, else its partitions get
+//   TOPIC_AUTHORIZATION_FAILED whether or not the topic exists. Unknown
+//   topic ids are answered UNKNOWN_TOPIC_ID first, as Kafka.
 //
 // Version notes:
 // * v4: isolation level, last stable offset, aborted transactions
@@ -74,7 +82,7 @@ func (r *fetchResponse) Close() {
 	}
 }
 
-func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := &fetchResponse{FetchResponse: req.ResponseKind().(*kmsg.FetchResponse)}
 	now := time.Now()
@@ -160,7 +168,18 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 			targets = append(targets, &fetchTarget{sp: &requested[i]})
 		}
 	}
+	replicaID := req.ReplicaID
+	if req.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
+	readable := b.checksFor(rc, acl.OpRead, acl.ResourceTopic)
+	follower := replicaID >= 0
+	followerAllowed := follower && b.authorizeCluster(rc, acl.OpClusterAction)
 	for _, t := range targets {
+		if (follower && !followerAllowed) || (!follower && !readable.allowed(t.sp.topic)) {
+			t.err = fmt.Errorf("%w: not authorized to fetch from %s", kerr.TopicAuthorizationFailed, t.sp.topic)
+			continue
+		}
 		t.part, t.err = b.localPartitionOf(t.sp.topic, t.sp.topicID, t.sp.partition)
 		if t.err == nil && t.sp.topicID == [16]byte{} {
 			t.sp.topicID = t.part.TopicID()
@@ -172,10 +191,6 @@ func handleFetch(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Re
 		maxBytes = int(b.cfg.SocketRequestMaxBytes)
 	}
 	deadline := now.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
-	replicaID := req.ReplicaID
-	if req.Version >= 15 {
-		replicaID = req.ReplicaState.ID
-	}
 	for {
 		// Take the wake-up channels before reading, so an append between
 		// the read and the wait is not missed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
@@ -23,6 +24,9 @@ import (
 // * A timestamp is answered at record precision: the first record, in
 //   offset order, whose timestamp is at or after it, and that record's
 //   timestamp (the batch is found with the .timeindex, then read).
+// * Authorization: Describe on each topic, else its partitions get
+//   TOPIC_AUTHORIZATION_FAILED, for consumers and brokers alike
+//   (KafkaApis.handleListOffsetRequest asks nothing else).
 //
 // Version notes:
 // * v0: MaxNumOffsets and a list of offsets
@@ -35,15 +39,21 @@ import (
 
 func init() { registerAPI(kmsg.ListOffsets.Int16(), 0, 8, handleListOffsets) }
 
-func handleListOffsets(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleListOffsets(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	describable := b.checksFor(rc, acl.OpDescribe, acl.ResourceTopic)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if !describable.allowed(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			offset, ts, epoch, err := b.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.IsolationLevel == 1)
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,6 +20,14 @@ import (
 // * Unknown topics are created when auto.create.topics.enable is on and the
 //   request allows it (always before v4); invalid names get
 //   INVALID_TOPIC_EXCEPTION.
+// * Authorization (KafkaApis.handleTopicMetadataRequest): a topic needs
+//   Describe. An all-topics request lists only those; a topic named and
+//   not describable gets TOPIC_AUTHORIZATION_FAILED without its id or
+//   partitions, whether or not it exists (one named by id, v12, keeps the
+//   id: ids are not secret). Auto-creation needs Create on the cluster or
+//   on the topic, else TOPIC_AUTHORIZATION_FAILED. Authorized operations
+//   (v8+, when asked): the topic's for every describable topic, the
+//   cluster's (v8-10) when Describe on the cluster is allowed, else 0.
 //
 // Version notes:
 // * v1: null topics = all topics, controller id, rack, internal flag
@@ -39,20 +48,43 @@ func handleMetadata(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.
 
 	allTopics := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	describable := b.checksFor(rc, acl.OpDescribe, acl.ResourceTopic)
+	// withOperations adds a describable topic's authorized operations
+	// when asked for (v8+).
+	withOperations := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		if req.Version >= 8 && req.IncludeTopicAuthorizedOperations && mt.Topic != nil {
+			mt.AuthorizedOperations = b.authorizedOperations(rc, acl.ResourceTopic, *mt.Topic)
+		}
+		return mt
+	}
+	unauthorized := func(name *string, id [16]byte) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = name, id
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.Topics = append(resp.Topics, mt)
+	}
 	if allTopics {
 		names := make([]string, 0, len(md.Topics))
 		for name := range md.Topics {
-			names = append(names, name)
+			// Topics the principal may not describe are not there.
+			if describable.allowed(name) {
+				names = append(names, name)
+			}
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			resp.Topics = append(resp.Topics, metadataTopic(b, rc, md.Topics[name], req.Version))
+			resp.Topics = append(resp.Topics, withOperations(metadataTopic(b, rc, md.Topics[name], req.Version)))
 		}
 	} else {
 		for _, rt := range req.Topics {
 			var t *controller.Topic
 			switch {
 			case rt.Topic != nil:
+				if !describable.allowed(*rt.Topic) {
+					// Checked before existence: the answer says nothing of it.
+					unauthorized(rt.Topic, [16]byte{})
+					continue
+				}
 				t = md.Topics[*rt.Topic]
 			case rt.TopicID != [16]byte{}:
 				t, _ = md.TopicByID(rt.TopicID)
@@ -63,15 +95,27 @@ func handleMetadata(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.
 					resp.Topics = append(resp.Topics, mt)
 					continue
 				}
+				if !describable.allowed(t.Name) {
+					unauthorized(nil, rt.TopicID)
+					continue
+				}
 			}
 			if t == nil && rt.Topic != nil && autoCreate {
+				if !b.mayAutoCreate(rc, *rt.Topic) {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = rt.Topic
+					mt.IsInternal = isInternalTopic(*rt.Topic)
+					mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
 				var err error
 				t, err = b.autoCreateTopic(*rt.Topic)
 				if err != nil {
 					mt := kmsg.NewMetadataResponseTopic()
 					mt.Topic = rt.Topic
 					mt.ErrorCode = protocol.ErrorCode(err)
-					resp.Topics = append(resp.Topics, mt)
+					resp.Topics = append(resp.Topics, withOperations(mt))
 					continue
 				}
 				md = b.controller.Metadata()
@@ -83,10 +127,16 @@ func handleMetadata(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.
 				if rt.Topic != nil && protocol.ValidTopicName(*rt.Topic) != nil {
 					mt.ErrorCode = kerr.InvalidTopicException.Code
 				}
-				resp.Topics = append(resp.Topics, mt)
+				resp.Topics = append(resp.Topics, withOperations(mt))
 				continue
 			}
-			resp.Topics = append(resp.Topics, metadataTopic(b, rc, t, req.Version))
+			resp.Topics = append(resp.Topics, withOperations(metadataTopic(b, rc, t, req.Version)))
+		}
+	}
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if b.authorizeCluster(rc, acl.OpDescribe) {
+			resp.AuthorizedOperations = b.authorizedOperations(rc, acl.ResourceCluster, acl.ClusterName)
 		}
 	}
 	brokers := md.Brokers
@@ -150,6 +200,13 @@ func metadataTopic(b *Broker, rc *requestContext, t *controller.Topic, version i
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// mayAutoCreate tells whether the request's principal may have topic
+// created on first use: Create on the cluster or on the topic, as
+// Kafka's Metadata asks.
+func (b *Broker) mayAutoCreate(rc *requestContext, topic string) bool {
+	return b.authorizeCluster(rc, acl.OpCreate) || b.authorize(rc, acl.OpCreate, acl.ResourceTopic, topic)
 }
 
 // autoCreateTopic creates a topic with the broker defaults, as Kafka does

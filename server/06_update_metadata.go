@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,12 +25,18 @@ import (
 //   KAFKA_STORAGE_ERROR while one remains (the deletion stays pending).
 // * Versions before 6 cannot carry topic configs: INVALID_REQUEST. A broker
 //   in embedded mode has no controller to hear from: INVALID_REQUEST.
+// * Authorization: ClusterAction on the cluster (the controller), else
+//   CLUSTER_AUTHORIZATION_FAILED and the view is not looked at.
 
 func init() { registerAPI(kmsg.UpdateMetadata.Int16(), 0, 8, handleUpdateMetadata) }
 
-func handleUpdateMetadata(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleUpdateMetadata(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.UpdateMetadataRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
+	if !b.authorizeCluster(rc, acl.OpClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	md, err := controller.DecodeUpdateMetadata(req)
 	if err != nil {
 		b.logger.Warn("refusing a malformed UpdateMetadata", "controller", req.ControllerID, "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,12 +17,18 @@ import (
 //   its partitions to other ISR members first; the answer says how many it
 //   still leads (partitions with no other ISR member stay). Non-controllers
 //   answer NOT_CONTROLLER.
+// * Authorization: ClusterAction on the cluster (brokers), else
+//   CLUSTER_AUTHORIZATION_FAILED and nothing moves.
 
 func init() { registerAPI(kmsg.ControlledShutdown.Int16(), 0, 3, handleControlledShutdown) }
 
-func handleControlledShutdown(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleControlledShutdown(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ControlledShutdownRequest)
 	resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
+	if !b.authorizeCluster(rc, acl.OpClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	remaining, err := b.controller.ControlledShutdown(req.BrokerID)
 	if err != nil {
 		resp.ErrorCode = protocol.ErrorCode(err)

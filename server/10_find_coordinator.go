@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +25,10 @@ import (
 //   partitions, replication factor transaction.state.log.replication.factor
 //   (capped by live brokers) and min.insync.replicas
 //   transaction.state.log.min.isr (capped by the replication factor).
+// * Authorization (KafkaApis.getCoordinator), per key, before anything is
+//   looked up or created: Describe on the group (group keys), else
+//   GROUP_AUTHORIZATION_FAILED; Describe on the transactional id
+//   (transaction keys), else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v1: key type, error message
@@ -45,7 +50,16 @@ func handleFindCoordinator(_ context.Context, b *Broker, rc *requestContext, kre
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		node, err := b.findCoordinator(req.CoordinatorType, key)
+		var node controller.BrokerInfo
+		var err error
+		switch {
+		case req.CoordinatorType == 0 && !b.authorize(rc, acl.OpDescribe, acl.ResourceGroup, key):
+			err = fmt.Errorf("%w: not authorized to describe group %s", kerr.GroupAuthorizationFailed, key)
+		case req.CoordinatorType == 1 && !b.authorize(rc, acl.OpDescribe, acl.ResourceTransactionalID, key):
+			err = fmt.Errorf("%w: not authorized to describe transactional id %s", kerr.TransactionalIDAuthorizationFailed, key)
+		default:
+			node, err = b.findCoordinator(req.CoordinatorType, key)
+		}
 		var ep controller.Endpoint
 		if err == nil {
 			var ok bool

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,6 +19,12 @@ import (
 //   configs are all checked before anything is created; ValidateOnly
 //   checks and creates nothing.
 // * -1 partitions or replication factor take the broker defaults (v4+).
+// * Authorization (KafkaApis.handleCreateTopicsRequest): Create on the
+//   cluster, or else on each topic, is needed; a topic without it gets
+//   TOPIC_AUTHORIZATION_FAILED "Authorization failed." (after the
+//   duplicate check). A topic created without DescribeConfigs on it is
+//   answered without its id, partitions, replication factor or configs,
+//   and TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED (v5+), as Kafka.
 //
 // Version notes:
 // * v1: ValidateOnly, error messages
@@ -28,13 +35,16 @@ import (
 
 func init() { registerAPI(kmsg.CreateTopics.Int16(), 0, 7, handleCreateTopics) }
 
-func handleCreateTopics(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreateTopics(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	clusterCreate := b.authorizeCluster(rc, acl.OpCreate)
+	creatable := b.checksFor(rc, acl.OpCreate, acl.ResourceTopic)
+	configsVisible := b.checksFor(rc, acl.OpDescribeConfigs, acl.ResourceTopic)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -50,9 +60,24 @@ func handleCreateTopics(_ context.Context, b *Broker, _ *requestContext, kreq km
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !clusterCreate && !creatable.allowed(rt.Topic) {
+			fail(&refusal{kerr.TopicAuthorizationFailed, "Authorization failed."})
+			if !configsVisible.allowed(rt.Topic) {
+				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, err := b.createTopic(rt, req.ValidateOnly)
 		if err != nil {
 			fail(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if !configsVisible.allowed(rt.Topic) {
+			// Created, but what it was created with is not this
+			// principal's to see.
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

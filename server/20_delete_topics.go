@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,12 @@ import (
 //   that topic open, so refusing is the safe answer.
 // * The deletion is done when the response is sent: TimeoutMillis is not
 //   needed for waiting.
+// * Authorization (KafkaApis.handleDeleteTopicsRequest), after the
+//   whole-request refusals above: Delete on the topic, else
+//   TOPIC_AUTHORIZATION_FAILED whether or not it exists. A topic named by
+//   id that the principal may not Describe is answered
+//   TOPIC_AUTHORIZATION_FAILED without its name (an unknown id is
+//   UNKNOWN_TOPIC_ID: ids are not secret, names are).
 //
 // Version notes:
 // * v1: ThrottleMillis
@@ -34,7 +41,7 @@ import (
 
 func init() { registerAPI(kmsg.DeleteTopics.Int16(), 0, 6, handleDeleteTopics) }
 
-func handleDeleteTopics(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteTopics(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 
@@ -80,15 +87,15 @@ func handleDeleteTopics(_ context.Context, b *Broker, _ *requestContext, kreq km
 	}
 
 	for _, rt := range topics {
-		name, err := b.deleteTopic(rt)
+		name, err := b.deleteTopic(rc, rt)
 		answer(rt, name, err)
 	}
 	return resp, nil
 }
 
 // deleteTopic deletes the topic rt names and returns its name for the
-// response (nil for an unknown ID).
-func (b *Broker) deleteTopic(rt kmsg.DeleteTopicsRequestTopic) (*string, error) {
+// response (nil for an unknown ID, or one the principal may not see).
+func (b *Broker) deleteTopic(rc *requestContext, rt kmsg.DeleteTopicsRequestTopic) (*string, error) {
 	var name string
 	switch {
 	case rt.Topic != nil:
@@ -99,8 +106,15 @@ func (b *Broker) deleteTopic(rt kmsg.DeleteTopicsRequestTopic) (*string, error) 
 			return nil, fmt.Errorf("%w: no topic has ID %s", kerr.UnknownTopicID, base64.RawURLEncoding.EncodeToString(rt.TopicID[:]))
 		}
 		name = t.Name
+		if !b.authorize(rc, acl.OpDescribe, acl.ResourceTopic, name) {
+			return nil, fmt.Errorf("%w: not authorized to describe the topic with ID %s", kerr.TopicAuthorizationFailed,
+				base64.RawURLEncoding.EncodeToString(rt.TopicID[:]))
+		}
 	default:
 		return nil, fmt.Errorf("%w: neither a topic name nor a topic ID given", kerr.InvalidRequest)
+	}
+	if !b.authorize(rc, acl.OpDelete, acl.ResourceTopic, name) {
+		return &name, fmt.Errorf("%w: not authorized to delete topic %s", kerr.TopicAuthorizationFailed, name)
 	}
 	if name == offsetsTopic {
 		return &name, fmt.Errorf("%w: the internal topic %s holds the groups' committed offsets and cannot be deleted", kerr.InvalidRequest, name)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,8 @@ import (
 //   failures answer LowWatermark -1.
 // * The new start offset is in place on this leader when the response is
 //   sent; TimeoutMillis is not used.
+// * Authorization: Delete on each topic, else its partitions get
+//   TOPIC_AUTHORIZATION_FAILED (LowWatermark -1) whether or not it exists.
 //
 // Version notes:
 // * v1: same as v0 (throttle after the response)
@@ -32,9 +35,10 @@ import (
 
 func init() { registerAPI(kmsg.DeleteRecords.Int16(), 0, 2, handleDeleteRecords) }
 
-func handleDeleteRecords(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteRecords(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	deletable := b.checksFor(rc, acl.OpDelete, acl.ResourceTopic)
 
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
@@ -42,7 +46,10 @@ func handleDeleteRecords(_ context.Context, b *Broker, _ *requestContext, kreq k
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			low, err := b.deleteRecords(rt.Topic, rp.Partition, rp.Offset)
+			low, err := int64(-1), error(kerr.TopicAuthorizationFailed)
+			if deletable.allowed(rt.Topic) {
+				low, err = b.deleteRecords(rt.Topic, rp.Partition, rp.Offset)
+			}
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 				low = -1

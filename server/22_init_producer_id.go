@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,6 +26,11 @@ import (
 //   the id; INVALID_TRANSACTION_TIMEOUT above transaction.max.timeout.ms;
 //   INVALID_REQUEST for an empty id or a producer id without an epoch (or
 //   the reverse).
+// * Authorization (KafkaApis.handleInitProducerIdRequest): a transactional
+//   id needs Write on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; an
+//   idempotent producer needs IdempotentWrite on the cluster or Write on
+//   at least one topic (any ACL that could let it write), else
+//   CLUSTER_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: flexible
@@ -34,10 +40,19 @@ import (
 
 func init() { registerAPI(kmsg.InitProducerID.Int16(), 0, 5, handleInitProducerID) }
 
-func handleInitProducerID(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleInitProducerID(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	switch {
+	case req.TransactionalID != nil && !b.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	case req.TransactionalID == nil && !b.authorizeCluster(rc, acl.OpIdempotentWrite) &&
+		!b.authorizeAnyResource(rc, acl.OpWrite, acl.ResourceTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID == nil {
 		id, err := b.controller.AllocateProducerID()
 		if err != nil {

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,6 +28,10 @@ import (
 //   deleted topic's log.
 // * Consumers (ReplicaID -1) and followers are answered alike, by the
 //   leader: kbroker never serves this from a follower replica.
+// * Authorization (KafkaApis.handleOffsetForLeaderEpochRequest):
+//   ClusterAction on the cluster (brokers) or else Describe on each topic
+//   (KIP-320 consumers); a topic with neither gets
+//   TOPIC_AUTHORIZATION_FAILED, leader epoch -1 and end offset -1.
 //
 // Version notes:
 // * v1: LeaderEpoch in the response
@@ -37,9 +43,11 @@ func init() {
 	registerAPI(kmsg.OffsetForLeaderEpoch.Int16(), 0, 4, handleOffsetForLeaderEpoch)
 }
 
-func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	clusterAction := b.authorizeCluster(rc, acl.OpClusterAction)
+	describable := b.checksFor(rc, acl.OpDescribe, acl.ResourceTopic)
 
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -51,7 +59,14 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *requestContext,
 			if req.Version >= 2 {
 				currentEpoch = rp.CurrentLeaderEpoch
 			}
-			epoch, end, err := b.endOffsetForEpoch(rt.Topic, protocol.TopicIDTag(rt.UnknownTags), rp.Partition, currentEpoch, rp.LeaderEpoch)
+			var epoch int32
+			var end int64
+			var err error
+			if clusterAction || describable.allowed(rt.Topic) {
+				epoch, end, err = b.endOffsetForEpoch(rt.Topic, protocol.TopicIDTag(rt.UnknownTags), rp.Partition, currentEpoch, rp.LeaderEpoch)
+			} else {
+				err = kerr.TopicAuthorizationFailed
+			}
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 				epoch, end = -1, -1

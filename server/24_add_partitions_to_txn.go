@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"slices"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +22,14 @@ import (
 //   VerifyOnly (KIP-890 part 1) nothing is added and each partition is
 //   answered NONE when it is in the ongoing transaction, INVALID_TXN_STATE
 //   when not.
+// * Authorization (KafkaApis.handleAddPartitionsToTxnRequest): v0-3 need
+//   Write on the transactional id, else every partition gets
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then Write on each topic, else
+//   TOPIC_AUTHORIZATION_FAILED (always for the internal topics, which
+//   clients add with AddOffsetsToTxn), and then nothing is added, the
+//   other partitions OPERATION_NOT_ATTEMPTED. v4+ come from brokers and
+//   need ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED at
+//   the top level.
 //
 // Version notes:
 // * v2: PRODUCER_FENCED; older versions get INVALID_PRODUCER_EPOCH instead
@@ -37,7 +47,7 @@ type txnTopic struct {
 	codes      []int16
 }
 
-func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAddPartitionsToTxn(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
@@ -45,7 +55,16 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *requestContext,
 		for i, t := range req.Topics {
 			topics[i] = txnTopic{topic: t.Topic, partitions: t.Partitions}
 		}
-		b.addPartitionsToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, false, req.Version, topics)
+		if b.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+			writable := b.checksFor(rc, acl.OpWrite, acl.ResourceTopic)
+			b.addPartitionsToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, false, req.Version, topics, func(topic string) bool {
+				return !isInternalTopic(topic) && writable.allowed(topic)
+			})
+		} else {
+			for i := range topics {
+				topics[i].codes = slices.Repeat([]int16{kerr.TransactionalIDAuthorizationFailed.Code}, len(topics[i].partitions))
+			}
+		}
 		for _, t := range topics {
 			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
 			rt.Topic = t.topic
@@ -58,12 +77,16 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *requestContext,
 		}
 		return resp, nil
 	}
+	if !b.authorizeCluster(rc, acl.OpClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	for _, tr := range req.Transactions {
 		topics := make([]txnTopic, len(tr.Topics))
 		for i, t := range tr.Topics {
 			topics[i] = txnTopic{topic: t.Topic, partitions: t.Partitions}
 		}
-		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, req.Version, topics)
+		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, req.Version, topics, nil)
 		rtr := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtr.TransactionalID = tr.TransactionalID
 		for _, t := range topics {
@@ -82,8 +105,9 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *requestContext,
 }
 
 // addPartitionsToTxn adds (or verifies) one transaction's partitions and
-// fills in each partition's answer.
-func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly bool, version int16, topics []txnTopic) {
+// fills in each partition's answer. writable, when not nil, says which
+// topics the client may add.
+func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly bool, version int16, topics []txnTopic, writable func(string) bool) {
 	var parts []txn.TopicPartition
 	unknown := false
 	md := b.controller.Metadata()
@@ -92,6 +116,11 @@ func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID i
 		t.codes = make([]int16, len(t.partitions))
 		mt := md.Topics[t.topic]
 		for j, p := range t.partitions {
+			if writable != nil && !writable(t.topic) {
+				t.codes[j] = kerr.TopicAuthorizationFailed.Code
+				unknown = true
+				continue
+			}
 			if mt == nil || p < 0 || int(p) >= len(mt.Partitions) {
 				t.codes[j] = kerr.UnknownTopicOrPartition.Code
 				unknown = true
@@ -101,7 +130,8 @@ func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID i
 		}
 	}
 	if unknown {
-		// As Kafka: nothing is added when any partition is unknown.
+		// As Kafka: nothing is added when any partition is unknown or
+		// not writable.
 		for i := range topics {
 			for j, c := range topics[i].codes {
 				if c == 0 {

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +18,8 @@ import (
 //   already completed the same way succeeds; the other outcome, or no
 //   transaction, is INVALID_TXN_STATE; while the previous end is still
 //   writing its markers, CONCURRENT_TRANSACTIONS.
+// * Authorization: Write on the transactional id, else
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 //
 // Version notes:
 // * v2: PRODUCER_FENCED; older versions get INVALID_PRODUCER_EPOCH instead
@@ -25,9 +29,13 @@ import (
 
 func init() { registerAPI(kmsg.EndTxn.Int16(), 0, 4, handleEndTxn) }
 
-func handleEndTxn(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleEndTxn(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	if !b.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
 	err := b.txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
 	if err != nil {
 		b.logger.Debug("EndTxn refused", "transactional_id", req.TransactionalID, "commit", req.Commit, "err", err)

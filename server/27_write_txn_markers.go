@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/kbroker/kbroker/txn"
@@ -26,6 +27,9 @@ import (
 //   NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 // * On __consumer_offsets partitions the group coordinator then makes the
 //   transaction's offsets visible (commit) or drops them (abort).
+// * Authorization: Alter or ClusterAction on the cluster (brokers), else
+//   every partition gets CLUSTER_AUTHORIZATION_FAILED and nothing is
+//   written.
 //
 // Version notes:
 // * v1: flexible
@@ -36,9 +40,10 @@ func init() { registerAPI(kmsg.WriteTxnMarkers.Int16(), 0, 1, handleWriteTxnMark
 // timeout does for the coordinator's append.
 const markerWaitTimeout = 30 * time.Second
 
-func handleWriteTxnMarkers(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleWriteTxnMarkers(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	allowed := b.authorizeCluster(rc, acl.OpAlter) || b.authorizeCluster(rc, acl.OpClusterAction)
 	for _, rm := range req.Markers {
 		m := txn.Markers{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
 		for _, rt := range rm.Topics {
@@ -46,7 +51,10 @@ func handleWriteTxnMarkers(ctx context.Context, b *Broker, _ *requestContext, kr
 				m.Partitions = append(m.Partitions, txn.TopicPartition{Topic: rt.Topic, Partition: p})
 			}
 		}
-		results := b.writeTxnMarkersLocally(ctx, m)
+		var results map[txn.TopicPartition]error
+		if allowed {
+			results = b.writeTxnMarkersLocally(ctx, m)
+		}
 		sm := kmsg.NewWriteTxnMarkersResponseMarker()
 		sm.ProducerID = rm.ProducerID
 		for _, rt := range rm.Topics {
@@ -56,6 +64,9 @@ func handleWriteTxnMarkers(ctx context.Context, b *Broker, _ *requestContext, kr
 				sp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				sp.Partition = p
 				sp.ErrorCode = protocol.ErrorCode(results[txn.TopicPartition{Topic: rt.Topic, Partition: p}])
+				if !allowed {
+					sp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				}
 				st.Partitions = append(st.Partitions, sp)
 			}
 			sm.Topics = append(sm.Topics, st)

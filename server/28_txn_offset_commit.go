@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -10,7 +11,7 @@ import (
 
 // TxnOffsetCommit: v0-4
 //
-// Behaviour (KafkaApis.handleTxnOffsetCommitRequest, authorization aside):
+// Behaviour (KafkaApis.handleTxnOffsetCommitRequest):
 // * Partitions of topics that do not exist, or beyond a topic's partition
 //   count, answer UNKNOWN_TOPIC_OR_PARTITION; the others go to the group
 //   coordinator. When none is left, the coordinator is not asked (no group
@@ -27,6 +28,12 @@ import (
 //   it. Failures answer every partition: INVALID_TXN_STATE when the
 //   partition is not in the transaction, COORDINATOR_NOT_AVAILABLE while
 //   the transaction coordinator cannot answer.
+// * Authorization (KafkaApis.handleTxnOffsetCommitRequest): Write on the
+//   transactional id, else every partition gets
+//   TRANSACTIONAL_ID_AUTHORIZATION_FAILED; Read on the group, else
+//   GROUP_AUTHORIZATION_FAILED; Read on each topic, else its partitions
+//   get TOPIC_AUTHORIZATION_FAILED (before the existence check) and only
+//   the others are committed.
 //
 // Version notes:
 // * v0-1: COORDINATOR_LOAD_IN_PROGRESS is answered as
@@ -38,9 +45,17 @@ import (
 
 func init() { registerAPI(kmsg.TxnOffsetCommit.Int16(), 0, 4, handleTxnOffsetCommit) }
 
-func handleTxnOffsetCommit(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleTxnOffsetCommit(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	md := b.controller.Metadata()
+	var refused int16
+	switch {
+	case !b.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID):
+		refused = kerr.TransactionalIDAuthorizationFailed.Code
+	case !b.authorize(rc, acl.OpRead, acl.ResourceGroup, req.Group):
+		refused = kerr.GroupAuthorizationFailed.Code
+	}
+	readable := b.checksFor(rc, acl.OpRead, acl.ResourceTopic)
 
 	// codes[i][j] answers req.Topics[i].Partitions[j]; -1 means "ask the
 	// coordinator".
@@ -53,6 +68,14 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, _ *requestContext, kr
 		kt := t
 		kt.Partitions = nil
 		for j, p := range t.Partitions {
+			if refused != 0 {
+				codes[i][j] = refused
+				continue
+			}
+			if !readable.allowed(t.Topic) {
+				codes[i][j] = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if mt == nil || p.Partition < 0 || int(p.Partition) >= len(mt.Partitions) {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				continue

@@ -20,6 +20,8 @@ import (
 //   the view's order.
 // * A filter with an UNKNOWN element gets INVALID_REQUEST "Filters contain
 //   UNKNOWN elements" (Kafka fails to parse it and closes the connection).
+// * Authorization (AclApis.handleDescribeAcls): Describe on the cluster,
+//   else CLUSTER_AUTHORIZATION_FAILED and no ACLs.
 // * ACLs are always kept, whether or not anything enforces them (Kafka
 //   without an authorizer answers SECURITY_DISABLED instead).
 //
@@ -33,9 +35,13 @@ func init() {
 	registerAPI(kmsg.DescribeACLs.Int16(), 0, 3, handleDescribeACLs)
 }
 
-func handleDescribeACLs(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeACLs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
+	if !b.authorizeCluster(rc, acl.OpDescribe) {
+		resp.ErrorCode, resp.ErrorMessage = errorCodeAndMessage(errClusterRefused)
+		return resp, nil
+	}
 	f := acl.Filter{
 		ResourceType: req.ResourceType, ResourceName: req.ResourceName, PatternType: req.ResourcePatternType,
 		Principal: req.Principal, Host: req.Host, Operation: req.Operation, Permission: req.PermissionType,

@@ -25,6 +25,9 @@ import (
 //   view shows every created ACL (bounded by forwardTimeout, then answered
 //   anyway: the change is made, the view follows).
 // * No controller reachable: NOT_CONTROLLER for every creation.
+// * Authorization (AclApis.handleCreateAcls), on the broker the client
+//   talks to, before forwarding: Alter on the cluster, else every creation
+//   gets CLUSTER_AUTHORIZATION_FAILED.
 // * ACLs are always stored, whether or not anything enforces them (Kafka
 //   without an authorizer answers SECURITY_DISABLED instead).
 //
@@ -37,9 +40,17 @@ func init() {
 	registerAPI(kmsg.CreateACLs.Int16(), 0, 3, handleCreateACLs)
 }
 
-func handleCreateACLs(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreateACLs(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+	if !b.authorizeCluster(rc, acl.OpAlter) {
+		for range req.Creations {
+			r := kmsg.NewCreateACLsResponseResult()
+			r.ErrorCode, r.ErrorMessage = errorCodeAndMessage(errClusterRefused)
+			resp.Results = append(resp.Results, r)
+		}
+		return resp, nil
+	}
 	bindings := aclCreations(req)
 	errs := b.controller.CreateACLs(bindings)
 	if len(errs) > 0 && !slices.ContainsFunc(errs, func(err error) bool { return !errors.Is(err, kerr.NotController) }) {

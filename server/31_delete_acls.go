@@ -27,6 +27,9 @@ import (
 //   view no longer shows the removed ACLs (bounded by forwardTimeout, then
 //   answered anyway).
 // * No controller reachable: NOT_CONTROLLER for every filter.
+// * Authorization (AclApis.handleDeleteAcls), on the broker the client
+//   talks to, before forwarding: Alter on the cluster, else every filter
+//   gets CLUSTER_AUTHORIZATION_FAILED and nothing is removed.
 //
 // Version notes:
 // * v1: adds the resource pattern type filter (v0: LITERAL) and the
@@ -38,9 +41,13 @@ func init() {
 	registerAPI(kmsg.DeleteACLs.Int16(), 0, 3, handleDeleteACLs)
 }
 
-func handleDeleteACLs(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDeleteACLs(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	if !b.authorizeCluster(rc, acl.OpAlter) {
+		resp.Results = deleteACLsResults(len(req.Filters), errClusterRefused)
+		return resp, nil
+	}
 	filters := aclDeleteFilters(req)
 	deletions, err := b.controller.DeleteACLs(filters)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,6 +32,11 @@ import (
 //   id, or a name that is not a number: INVALID_REQUEST.
 // * ConfigNames filters the configs (null: all).
 // * Other resource types: INVALID_REQUEST.
+// * Authorization (ConfigHelper.handleDescribeConfigsRequest):
+//   DescribeConfigs (or AlterConfigs) on the topic for a topic, on the
+//   cluster for a broker, else TOPIC_AUTHORIZATION_FAILED or
+//   CLUSTER_AUTHORIZATION_FAILED and no configs, whether or not the topic
+//   exists.
 //
 // Version notes:
 // * v1: IncludeSynonyms; Source and ConfigSynonyms in the response
@@ -41,7 +47,7 @@ import (
 
 func init() { registerAPI(kmsg.DescribeConfigs.Int16(), 0, 4, handleDescribeConfigs) }
 
-func handleDescribeConfigs(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeConfigs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	opts := describeOptions{synonyms: req.IncludeSynonyms, docs: req.IncludeDocumentation}
@@ -54,10 +60,12 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *requestContext, kreq
 			configs []kmsg.DescribeConfigsResponseResourceConfig
 			err     error
 		)
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		err = b.configsRefusal(rc, acl.OpDescribeConfigs, rr.ResourceType, rr.ResourceName)
+		switch {
+		case err != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			configs, err = b.describeTopicConfigs(rr.ResourceName, opts)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			configs, err = b.describeBrokerConfigs(rr.ResourceName, opts)
 		default:
 			err = fmt.Errorf("%w: describing configs is only supported for topics and brokers, not resource type %s", kerr.InvalidRequest, rr.ResourceType)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -19,6 +20,10 @@ import (
 // * A resource named twice, or a config named twice in one resource:
 //   INVALID_REQUEST.
 // * ValidateOnly checks everything and changes nothing.
+// * Authorization: AlterConfigs on the topic (topic resources) or on the
+//   cluster (broker resources), else TOPIC_AUTHORIZATION_FAILED or
+//   CLUSTER_AUTHORIZATION_FAILED for that resource alone, after the
+//   duplicate-resource check and before anything else (existence).
 // * Changes go through the controller, which applies them to the topic's
 //   partitions (retention, segment size, min.insync.replicas, ...).
 //
@@ -28,7 +33,7 @@ import (
 
 func init() { registerAPI(kmsg.AlterConfigs.Int16(), 0, 2, handleAlterConfigs) }
 
-func handleAlterConfigs(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterConfigs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 
@@ -36,7 +41,10 @@ func handleAlterConfigs(_ context.Context, b *Broker, _ *requestContext, kreq km
 	for i, rr := range req.Resources {
 		changes[i] = configResourceChange{rr.ResourceType, rr.ResourceName, len(rr.Configs), replaceConfigs(rr.Configs)}
 	}
-	for i, err := range b.alterConfigResources(changes, req.ValidateOnly) {
+	refused := func(rtype kmsg.ConfigResourceType, name string) error {
+		return b.configsRefusal(rc, acl.OpAlterConfigs, rtype, name)
+	}
+	for i, err := range b.alterConfigResources(changes, req.ValidateOnly, refused) {
 		st := kmsg.NewAlterConfigsResponseResource()
 		st.ResourceType = req.Resources[i].ResourceType
 		st.ResourceName = req.Resources[i].ResourceName

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,6 +22,9 @@ import (
 //   INVALID_REQUEST for each copy.
 // * ValidateOnly checks everything and creates nothing.
 // * The partitions exist (and are led) when the response is sent.
+// * Authorization: Alter on the topic, else TOPIC_AUTHORIZATION_FAILED
+//   "The topic authorization is failed." (after the duplicate check,
+//   before the existence check), as Kafka.
 //
 // Version notes:
 // * v1: same as v0 (throttle after the response)
@@ -29,7 +33,7 @@ import (
 
 func init() { registerAPI(kmsg.CreatePartitions.Int16(), 0, 3, handleCreatePartitions) }
 
-func handleCreatePartitions(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleCreatePartitions(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 
@@ -39,9 +43,12 @@ func handleCreatePartitions(_ context.Context, b *Broker, _ *requestContext, kre
 	}
 	for _, rt := range req.Topics {
 		var err error
-		if seen[rt.Topic] > 1 {
+		switch {
+		case seen[rt.Topic] > 1:
 			err = fmt.Errorf("%w: duplicate topic %q in request", kerr.InvalidRequest, rt.Topic)
-		} else {
+		case !b.authorize(rc, acl.OpAlter, acl.ResourceTopic, rt.Topic):
+			err = &refusal{kerr.TopicAuthorizationFailed, "The topic authorization is failed."}
+		default:
 			err = b.createPartitions(rt, req.ValidateOnly)
 		}
 		st := kmsg.NewCreatePartitionsResponseTopic()

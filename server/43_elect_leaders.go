@@ -4,7 +4,9 @@ import (
 	"context"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,6 +19,9 @@ import (
 //   election gives an offline partition any live replica.
 // * Only the controller runs elections: NOT_CONTROLLER elsewhere. On the
 //   embedded single node every partition has one replica, which leads.
+// * Authorization: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+//   at the top level and for every partition named, before anything is
+//   forwarded or elected.
 //
 // Version notes:
 // * v1: election type, top-level error code
@@ -24,9 +29,23 @@ import (
 
 func init() { registerAPI(kmsg.ElectLeaders.Int16(), 0, 2, handleElectLeaders) }
 
-func handleElectLeaders(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleElectLeaders(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if !b.authorizeCluster(rc, acl.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, t := range req.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
 	preferred := req.Version == 0 || req.ElectionType == 0
 	var partitions []controller.TopicPartition
 	if req.Topics != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -21,6 +22,10 @@ import (
 // * A resource named twice, or a config named twice in one resource:
 //   INVALID_REQUEST.
 // * ValidateOnly checks everything and changes nothing.
+// * Authorization: AlterConfigs on the topic (topic resources) or on the
+//   cluster (broker resources), else TOPIC_AUTHORIZATION_FAILED or
+//   CLUSTER_AUTHORIZATION_FAILED for that resource alone, after the
+//   duplicate-resource check and before anything else (existence).
 //
 // Version notes:
 // * v1: flexible versions
@@ -29,7 +34,7 @@ func init() {
 	registerAPI(kmsg.IncrementalAlterConfigs.Int16(), 0, 1, handleIncrementalAlterConfigs)
 }
 
-func handleIncrementalAlterConfigs(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleIncrementalAlterConfigs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 
@@ -37,7 +42,10 @@ func handleIncrementalAlterConfigs(_ context.Context, b *Broker, _ *requestConte
 	for i, rr := range req.Resources {
 		changes[i] = configResourceChange{rr.ResourceType, rr.ResourceName, len(rr.Configs), incrementalConfigs(rr.Configs)}
 	}
-	for i, err := range b.alterConfigResources(changes, req.ValidateOnly) {
+	refused := func(rtype kmsg.ConfigResourceType, name string) error {
+		return b.configsRefusal(rc, acl.OpAlterConfigs, rtype, name)
+	}
+	for i, err := range b.alterConfigResources(changes, req.ValidateOnly, refused) {
 		st := kmsg.NewIncrementalAlterConfigsResponseResource()
 		st.ResourceType = req.Resources[i].ResourceType
 		st.ResourceName = req.Resources[i].ResourceName

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -35,6 +36,8 @@ import (
 // * A stored value that does not read as a number fails the request with
 //   UNKNOWN_SERVER_ERROR, as Kafka's IllegalStateException does.
 // * Values are doubles; a default entity's name is null.
+// * Authorization: DescribeConfigs (or AlterConfigs) on the cluster, else
+//   CLUSTER_AUTHORIZATION_FAILED and no entries.
 //
 // Version notes:
 // * v1: flexible
@@ -43,9 +46,13 @@ func init() {
 	registerAPI(kmsg.DescribeClientQuotas.Int16(), 0, 1, handleDescribeClientQuotas)
 }
 
-func handleDescribeClientQuotas(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeClientQuotas(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if !b.authorizeCluster(rc, acl.OpDescribeConfigs) {
+		resp.ErrorCode, resp.ErrorMessage = errorCodeAndMessage(errClusterRefused)
+		return resp, nil
+	}
 	entries, err := describeClientQuotas(b.controller.Metadata(), req.Components, req.Strict)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCodeAndMessage(err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -34,6 +35,9 @@ import (
 //   answered anyway: the change is made, the view follows), so a
 //   DescribeClientQuotas here right after sees it.
 // * No controller reachable: NOT_CONTROLLER for every entry.
+// * Authorization, on the broker the client talks to, before forwarding:
+//   AlterConfigs on the cluster, else every entry gets
+//   CLUSTER_AUTHORIZATION_FAILED and nothing changes.
 //
 // Version notes:
 // * v1: flexible
@@ -42,9 +46,13 @@ func init() {
 	registerAPI(kmsg.AlterClientQuotas.Int16(), 0, 1, handleAlterClientQuotas)
 }
 
-func handleAlterClientQuotas(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterClientQuotas(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	if !b.authorizeCluster(rc, acl.OpAlterConfigs) {
+		resp.Entries = quotaResults(req, func(int) error { return errClusterRefused })
+		return resp, nil
+	}
 	alts := quotaAlterations(req)
 	errs, err := b.controller.AlterClientQuotas(alts, req.ValidateOnly)
 	switch {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,6 +24,10 @@ import (
 // * Each credential is its mechanism id (1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
 //   and iterations; a stored value that does not parse fails its user with
 //   UNKNOWN_SERVER_ERROR (the value is never echoed).
+// * Authorization: Describe on the cluster, else
+//   CLUSTER_AUTHORIZATION_FAILED at the top level and in one result per
+//   named user, without the user's name (DescribeUserScramCredentialsRequest
+//   .getErrorResponse).
 //
 // Version notes:
 // * v0: flexible
@@ -31,9 +36,18 @@ func init() {
 	registerAPI(kmsg.DescribeUserSCRAMCredentials.Int16(), 0, 0, handleDescribeUserSCRAMCredentials)
 }
 
-func handleDescribeUserSCRAMCredentials(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeUserSCRAMCredentials(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !b.authorizeCluster(rc, acl.OpDescribe) {
+		resp.ErrorCode, resp.ErrorMessage = errorCodeAndMessage(errClusterRefused)
+		for range req.Users {
+			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			r.ErrorCode, r.ErrorMessage = resp.ErrorCode, resp.ErrorMessage
+			resp.Results = append(resp.Results, r)
+		}
+		return resp, nil
+	}
 	configs := b.controller.Metadata().UserConfigs
 	if len(req.Users) == 0 {
 		for _, user := range slices.Sorted(maps.Keys(configs)) {

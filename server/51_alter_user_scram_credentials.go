@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,9 @@ import (
 //   here with the new credential as soon as it has the answer.
 // * No controller reachable: NOT_CONTROLLER for every user (franz-go then
 //   looks for the controller and retries).
+// * Authorization, on the broker the client talks to, before forwarding:
+//   Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user
+//   (each once) and nothing changes.
 //
 // Version notes:
 // * v0: flexible
@@ -33,9 +37,13 @@ func init() {
 	registerAPI(kmsg.AlterUserSCRAMCredentials.Int16(), 0, 0, handleAlterUserSCRAMCredentials)
 }
 
-func handleAlterUserSCRAMCredentials(ctx context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterUserSCRAMCredentials(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	if !b.authorizeCluster(rc, acl.OpAlter) {
+		resp.Results = scramResultsForAll(req, errClusterRefused)
+		return resp, nil
+	}
 	ups, dels := scramAlterations(req)
 	results, err := b.controller.AlterScramCredentials(ups, dels)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,6 +23,8 @@ import (
 // * v2+ names topics by id: a request for a topic id the controller does
 //   not know (the leader of a deleted topic whose name was reused) gets
 //   UNKNOWN_TOPIC_ID, so it never changes the new topic's ISR.
+// * Authorization: ClusterAction on the cluster (brokers), else
+//   CLUSTER_AUTHORIZATION_FAILED at the top level and nothing changes.
 //
 // Version notes:
 // * v1: leader recovery state
@@ -29,9 +32,13 @@ import (
 
 func init() { registerAPI(kmsg.AlterPartition.Int16(), 0, 2, handleAlterPartition) }
 
-func handleAlterPartition(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAlterPartition(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterPartitionRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+	if !b.authorizeCluster(rc, acl.OpClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if !b.controller.IsController() {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil

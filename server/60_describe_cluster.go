@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,27 +13,16 @@ import (
 // Behaviour:
 // * The live brokers, the controller id and the cluster id, from the
 //   controller's current metadata.
-// * ClusterAuthorizedOperations: kbroker has no authorizer, so every
-//   operation on the CLUSTER resource is allowed when asked for, and
-//   -2147483648 (not requested) otherwise, as Kafka.
+// * ClusterAuthorizedOperations, when asked for: 0 without Describe on the
+//   cluster, else the principal's operations on it (every one Kafka
+//   defines without an authorizer); -2147483648 when not asked, as Kafka's
+//   AuthHelper.computeDescribeClusterResponse.
 //
 // Version notes:
 // * v1: EndpointType: 1 (brokers) is served; 2 (controllers) is
 //   UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers.
 
 func init() { registerAPI(kmsg.DescribeCluster.Int16(), 0, 1, handleDescribeCluster) }
-
-// clusterAuthorizedOperations is the bit set of the operations Kafka
-// allows on the CLUSTER resource (AclEntry.supportedOperations): CREATE,
-// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and
-// IDEMPOTENT_WRITE, each as 1<<operation.
-const clusterAuthorizedOperations int32 = 1<<kmsg.ACLOperationCreate |
-	1<<kmsg.ACLOperationAlter |
-	1<<kmsg.ACLOperationDescribe |
-	1<<kmsg.ACLOperationClusterAction |
-	1<<kmsg.ACLOperationDescribeConfigs |
-	1<<kmsg.ACLOperationAlterConfigs |
-	1<<kmsg.ACLOperationIdempotentWrite
 
 func handleDescribeCluster(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
@@ -65,9 +55,12 @@ func handleDescribeCluster(_ context.Context, b *Broker, rc *requestContext, kre
 		}
 		resp.Brokers = append(resp.Brokers, rb)
 	}
-	resp.ClusterAuthorizedOperations = -2147483648
+	resp.ClusterAuthorizedOperations = unrequestedOperations
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAuthorizedOperations
+		resp.ClusterAuthorizedOperations = 0
+		if b.authorizeCluster(rc, acl.OpDescribe) {
+			resp.ClusterAuthorizedOperations = b.authorizedOperations(rc, acl.ResourceCluster, acl.ClusterName)
+		}
 	}
 	return resp, nil
 }

@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,19 +20,31 @@ import (
 //   ReplicaManager.activeProducerState.
 // * A partition led elsewhere answers NOT_LEADER_OR_FOLLOWER, an unknown one
 //   UNKNOWN_TOPIC_OR_PARTITION.
+// * Authorization: Read on the topic, else TOPIC_AUTHORIZATION_FAILED for
+//   its partitions whether or not it exists (an invalid topic name is
+//   answered INVALID_TOPIC_EXCEPTION first, as Kafka).
 
 func init() { registerAPI(kmsg.DescribeProducers.Int16(), 0, 0, handleDescribeProducers) }
 
-func handleDescribeProducers(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeProducers(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	readable := b.checksFor(rc, acl.OpRead, acl.ResourceTopic)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		var refused error
+		if protocol.ValidTopicName(rt.Topic) == nil && !readable.allowed(rt.Topic) {
+			refused = &refusal{kerr.TopicAuthorizationFailed, "Topic authorization failed."}
+		}
 		for _, p := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = p
-			part, err := b.localPartition(rt.Topic, p)
+			var part *replica.Partition
+			err := refused
+			if err == nil {
+				part, err = b.localPartition(rt.Topic, p)
+			}
 			if err != nil {
 				sp.ErrorCode = protocol.ErrorCode(err)
 				msg := err.Error()

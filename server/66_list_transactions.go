@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/txn"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,6 +16,8 @@ import (
 //   broker), filtered by state names (unknown names are returned in
 //   UnknownStateFilters and match nothing) and producer ids; expiring ids
 //   are left out. COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
+// * Authorization: only transactional ids the principal may Describe are
+//   listed; the others are left out, never refused.
 //
 // Version notes:
 // * v0: flexible
@@ -23,7 +26,7 @@ import (
 
 func init() { registerAPI(kmsg.ListTransactions.Int16(), 0, 1, handleListTransactions) }
 
-func handleListTransactions(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleListTransactions(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	f := txn.ListFilter{States: req.StateFilters, ProducerIDs: req.ProducerIDFilters, MinDurationMs: -1}
@@ -36,7 +39,11 @@ func handleListTransactions(_ context.Context, b *Broker, _ *requestContext, kre
 		return resp, nil
 	}
 	resp.UnknownStateFilters = unknown
+	describable := b.checksFor(rc, acl.OpDescribe, acl.ResourceTransactionalID)
 	for _, m := range txns {
+		if !describable.allowed(m.TransactionalID) {
+			continue
+		}
 		st := kmsg.NewListTransactionsResponseTransactionState()
 		st.TransactionalID = m.TransactionalID
 		st.ProducerID = m.ProducerID

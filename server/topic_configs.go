@@ -123,8 +123,10 @@ type configResourceChange struct {
 
 // alterConfigResources applies each resource's change and returns its
 // error (nil for success), in request order; a resource named twice fails
-// every copy, as Kafka does.
-func (b *Broker) alterConfigResources(resources []configResourceChange, validateOnly bool) []error {
+// every copy, as Kafka does. refused, asked after the duplicate check,
+// returns why the principal may not change a resource, nil when it may (a
+// nil refused lets every change through).
+func (b *Broker) alterConfigResources(resources []configResourceChange, validateOnly bool, refused func(kmsg.ConfigResourceType, string) error) []error {
 	seen := make(map[configResourceKey]int, len(resources))
 	for _, r := range resources {
 		seen[configResourceKey{r.rtype, r.name}]++
@@ -134,6 +136,11 @@ func (b *Broker) alterConfigResources(resources []configResourceChange, validate
 		if seen[configResourceKey{r.rtype, r.name}] > 1 {
 			errs[i] = errDuplicateResource
 			continue
+		}
+		if refused != nil {
+			if errs[i] = refused(r.rtype, r.name); errs[i] != nil {
+				continue
+			}
 		}
 		errs[i] = b.alterConfigResource(r.rtype, r.name, r.entries, r.change, validateOnly)
 	}

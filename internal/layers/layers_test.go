@@ -28,10 +28,11 @@ var allowed = map[string][]string{
 	"txn":           {"recordbatch", "protocol", "internal/"},
 	"controller":    {"controller/zk", "protocol", "internal/"},
 	"controller/zk": {"internal/"},
-	"config":        {},
-	"internal/":     {"internal/"},
-	"server":        {"config", "controller", "coordinator", "txn", "replica", "segment", "protocol", "recordbatch", "internal/"},
-	"verify":        {"segment", "recordbatch", "protocol", "internal/"},
+	// config parses super.users with the ACL model's principal rules.
+	"config":    {"internal/acl"},
+	"internal/": {"internal/"},
+	"server":    {"config", "controller", "coordinator", "txn", "replica", "segment", "protocol", "recordbatch", "internal/"},
+	"verify":    {"segment", "recordbatch", "protocol", "internal/"},
 }
 
 // forbiddenEverywhere may be imported only by commands (cmd/...): test

@@ -168,6 +168,9 @@ func testKillLeaderUnderLoad(t *testing.T, sec clusterSecurity) {
 		probe:      sec.probe,
 		clientOpts: sec.clientOpts,
 	})
+	if sec.setup != nil {
+		sec.setup(t, c)
+	}
 	states := c.createTopic(topic, partitions, nil)
 	ctrl := c.controller()
 	// A partition not led by the controller: this test is about the

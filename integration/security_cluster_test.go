@@ -19,6 +19,12 @@ type clusterSecurity struct {
 	probe      func(addr string, timeout time.Duration) error
 	clientOpts []kgo.Opt
 	kcatArgs   []string
+	// brokerOpts are a client's options to authenticate as the brokers
+	// themselves (the inter-broker principal).
+	brokerOpts []kgo.Opt
+	// setup, when set, runs once the cluster is up, before the scenario
+	// (e.g. to create the clients' ACLs).
+	setup func(t *testing.T, c *testCluster)
 }
 
 // saslSSLSecurity secures every listener of a cluster with SASL_SSL:
@@ -61,6 +67,10 @@ func saslSSLSecurity(t *testing.T) clusterSecurity {
 		},
 		probe:      launch.KafkaPingWith(clientOpts...),
 		clientOpts: clientOpts,
+		brokerOpts: []kgo.Opt{
+			kgo.DialTLSConfig(tlsCfg),
+			kgo.SASL(plain.Auth{User: "broker", Pass: "broker-secret"}.AsMechanism()),
+		},
 		kcatArgs: []string{"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=PLAIN",
 			"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret", "-X", "ssl.ca.location=" + caFile},
 	}

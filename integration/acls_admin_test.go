@@ -140,10 +140,46 @@ func sameRows(got, want []aclRow) bool {
 	return slices.Equal(got, want)
 }
 
+// aclAdminOverrides switch on the authorizer, as the ACL APIs need, with
+// the tests' PLAINTEXT clients (and the brokers) as super users.
+func aclAdminOverrides() []string {
+	return []string{
+		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+		"super.users=User:ANONYMOUS",
+	}
+}
+
+// TestACLsSecurityDisabled: without an authorizer the ACL APIs answer
+// SECURITY_DISABLED, as Kafka's, and nothing is stored.
+func TestACLsSecurityDisabled(t *testing.T) {
+	b := StartBroker(t)
+	adm := b.Admin(t)
+	ctx := testContext(t, 30*time.Second)
+	created, err := adm.CreateACLs(ctx, kadm.NewACLs().Topics("orders").Allow("User:alice").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range created {
+		if !errors.Is(r.Err, kerr.SecurityDisabled) {
+			t.Errorf("CreateACLs without an authorizer: %v, want SECURITY_DISABLED", r.Err)
+		}
+	}
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	resp, err := req.RequestWith(ctx, b.Client(t))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if !errors.Is(err, kerr.SecurityDisabled) {
+		t.Errorf("DescribeACLs without an authorizer: %v, want SECURITY_DISABLED", err)
+	}
+}
+
 // ACLs on the embedded single node, with franz-go's kadm: created,
 // described with filters, kept across a restart and deleted.
 func TestACLsAdminEmbedded(t *testing.T) {
-	b := StartBroker(t)
+	b := StartBroker(t, aclAdminOverrides()...)
 	adm := b.Admin(t)
 	ctx := testContext(t, 60*time.Second)
 
@@ -227,7 +263,7 @@ func TestACLsAdminEmbedded(t *testing.T) {
 // logged), the broker that forwarded at once; ZooKeeper holds Kafka's
 // znodes and change notifications.
 func TestACLsAdminCluster(t *testing.T) {
-	c := startCluster(t, clusterOpts{brokers: 3, chroot: "/kafka"})
+	c := startCluster(t, clusterOpts{brokers: 3, chroot: "/kafka", extra: aclAdminOverrides()})
 	ctrl := c.controller()
 	var others []int32
 	for _, id := range c.running() {

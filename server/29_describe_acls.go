@@ -38,6 +38,10 @@ func init() {
 func handleDescribeACLs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
+	if b.authz == nil {
+		resp.ErrorCode, resp.ErrorMessage = errorCodeAndMessage(errSecurityDisabled)
+		return resp, nil
+	}
 	if !b.authorizeCluster(rc, acl.OpDescribe) {
 		resp.ErrorCode, resp.ErrorMessage = errorCodeAndMessage(errClusterRefused)
 		return resp, nil

@@ -43,10 +43,14 @@ func init() {
 func handleCreateACLs(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
-	if !b.authorizeCluster(rc, acl.OpAlter) {
+	refused := errClusterRefused
+	if b.authz == nil {
+		refused = errSecurityDisabled
+	}
+	if b.authz == nil || !b.authorizeCluster(rc, acl.OpAlter) {
 		for range req.Creations {
 			r := kmsg.NewCreateACLsResponseResult()
-			r.ErrorCode, r.ErrorMessage = errorCodeAndMessage(errClusterRefused)
+			r.ErrorCode, r.ErrorMessage = errorCodeAndMessage(refused)
 			resp.Results = append(resp.Results, r)
 		}
 		return resp, nil

@@ -44,6 +44,10 @@ func init() {
 func handleDeleteACLs(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	if b.authz == nil {
+		resp.Results = deleteACLsResults(len(req.Filters), errSecurityDisabled)
+		return resp, nil
+	}
 	if !b.authorizeCluster(rc, acl.OpAlter) {
 		resp.Results = deleteACLsResults(len(req.Filters), errClusterRefused)
 		return resp, nil

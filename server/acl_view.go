@@ -1,6 +1,9 @@
 package server
 
-import "github.com/kbroker/kbroker/internal/acl"
+import (
+	"github.com/kbroker/kbroker/internal/acl"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
 
 // aclBindings are the ACLs of the broker's current cluster view: every
 // binding of /kafka-acl and /kafka-acl-extended, sorted and each once, as
@@ -9,3 +12,8 @@ import "github.com/kbroker/kbroker/internal/acl"
 func (b *Broker) aclBindings() []acl.Binding {
 	return b.controller.Metadata().ACLs
 }
+
+// errSecurityDisabled answers the ACL APIs on a broker without an
+// authorizer (authorizer.class.name unset), as Kafka's KafkaApis does:
+// there are no ACLs to describe, and created ones would do nothing.
+var errSecurityDisabled = &refusal{kerr.SecurityDisabled, "No Authorizer is configured on the broker"}

@@ -99,7 +99,7 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, w.clientOpts...)
 	opts = append(opts, cfg.producerOpts()...)
 	if cfg.txnRecords > 0 {
-		opts = append(opts, kgo.TransactionalID("kbench-"+topic))
+		opts = append(opts, kgo.TransactionalID(transactionalID(topic)))
 	}
 	prod, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -179,6 +179,9 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 	r.ConsumeCPUPerGB = w.cpuPerGB(mark, r.ConsumedBytes)
 	return err
 }
+
+// transactionalID is the transactional producer's id with --txn-records.
+func transactionalID(topic string) string { return "kbench-" + topic }
 
 // warmUp produces one record synchronously, in a transaction of its own
 // with --txn-records.

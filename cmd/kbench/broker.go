@@ -14,6 +14,7 @@ import (
 
 	"github.com/kbroker/kbroker/internal/launch"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Probing for a started target: every 2ms, each Kafka request (kgo Ping:
@@ -52,14 +53,35 @@ type brokerProc struct {
 	startup time.Duration
 	// sec is set when the kbroker also serves SSL and SASL_SSL.
 	sec *secured
+	// admin is set when the kbroker also serves the admin listener.
+	admin *admin
+}
+
+// brokerSetup is what a started kbroker serves besides PLAINTEXT.
+type brokerSetup struct {
+	// secured: SSL and SASL_SSL listeners, with a throwaway CA's
+	// certificate made in the run's temp dir, and a SCRAM-SHA-512 user.
+	secured bool
+	// admin: a SASL_PLAINTEXT listener with a PLAIN admin user of a
+	// random password.
+	admin bool
+	// authorizer: Kafka's ACL authorizer, nothing allowed without an
+	// ACL, the admin user the only super user (needs admin).
+	authorizer bool
+}
+
+// setup is the broker a run of c starts.
+func (c *config) setup() brokerSetup {
+	return brokerSetup{secured: c.securedListeners, admin: c.adminListener, authorizer: c.acls != noAuthorizer}
 }
 
 // startKbroker starts path on a free port with a fresh data dir and waits
 // until it answers; startup is measured from exec to the first successful
-// request. With secure it also serves SSL and SASL_SSL listeners on free
-// ports, with a throwaway CA's certificate made in its temp dir, and has a
-// SCRAM-SHA-512 user (created through PLAINTEXT, after startup).
-func startKbroker(ctx context.Context, path string, extra []string, secure bool, timeout time.Duration) (*brokerProc, error) {
+// request. The listeners and settings of setup come before extra, which
+// may override them. Its secured and admin listeners take free ports; the
+// SCRAM user is created after startup, through the admin listener if there
+// is one (the authorizer allows it the super user only), else PLAINTEXT.
+func startKbroker(ctx context.Context, path string, extra []string, setup brokerSetup, timeout time.Duration) (*brokerProc, error) {
 	dir, err := os.MkdirTemp("", "kbench-kbroker-")
 	if err != nil {
 		return nil, err
@@ -69,10 +91,14 @@ func startKbroker(ctx context.Context, path string, extra []string, secure bool,
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	var sec *secured
-	var tlsProps []string
+	var (
+		sec         *secured
+		adm         *admin
+		tlsProps    []string
+		adminConfig string
+	)
 	attempts := 1
-	if secure {
+	if setup.secured {
 		sec = &secured{}
 		if sec.ca, tlsProps, err = securedPKI(dir); err == nil {
 			sec.password, err = newPassword()
@@ -81,7 +107,19 @@ func startKbroker(ctx context.Context, path string, extra []string, secure bool,
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		// The secured listeners' ports, found free, may be taken again
+	}
+	if setup.admin {
+		adm = &admin{}
+		if adm.password, err = newPassword(); err == nil {
+			adminConfig, err = writeAdminConfig(dir, adm.password)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if setup.secured || setup.admin {
+		// The extra listeners' ports, found free, may be taken again
 		// before the broker binds them: then it exits, and another
 		// attempt takes other ports.
 		attempts = launch.PortAttempts
@@ -89,17 +127,29 @@ func startKbroker(ctx context.Context, path string, extra []string, secure bool,
 	var b *brokerProc
 	for attempt := 1; ; attempt++ {
 		args := extra
-		if secure {
-			sslPort, err1 := launch.FreePort()
-			saslPort, err2 := launch.FreePort()
-			if err := errors.Join(err1, err2); err != nil {
+		if setup.secured || setup.admin || setup.authorizer {
+			var ports brokerPorts
+			var errs []error
+			free := func() int {
+				p, err := launch.FreePort()
+				errs = append(errs, err)
+				return p
+			}
+			if setup.secured {
+				ports.ssl, ports.saslSSL = free(), free()
+				sec.sslAddr = "127.0.0.1:" + strconv.Itoa(ports.ssl)
+				sec.saslSSLAddr = "127.0.0.1:" + strconv.Itoa(ports.saslSSL)
+			}
+			if setup.admin {
+				ports.admin = free()
+				adm.addr = "127.0.0.1:" + strconv.Itoa(ports.admin)
+			}
+			if err := errors.Join(errs...); err != nil {
 				os.RemoveAll(dir)
 				return nil, err
 			}
-			sec.sslAddr = "127.0.0.1:" + strconv.Itoa(sslPort)
-			sec.saslSSLAddr = "127.0.0.1:" + strconv.Itoa(saslPort)
 			// Before --kbroker-arg, which may override them.
-			args = append(securedOverrides(sslPort, saslPort, tlsProps), extra...)
+			args = append(brokerOverrides(ports, tlsProps, adminConfig, setup.authorizer), extra...)
 		}
 		k := launch.NewKbroker(launch.KbrokerSpec{
 			Bin:          path,
@@ -111,7 +161,7 @@ func startKbroker(ctx context.Context, path string, extra []string, secure bool,
 			ProbeTimeout: probeTimeout,
 		})
 		err = k.Start(ctx)
-		b = &brokerProc{proc: k.Process(), dir: dir, addr: k.Addr(), sec: sec}
+		b = &brokerProc{proc: k.Process(), dir: dir, addr: k.Addr(), sec: sec, admin: adm}
 		if err == nil {
 			break
 		}
@@ -123,11 +173,26 @@ func startKbroker(ctx context.Context, path string, extra []string, secure bool,
 		return nil, fmt.Errorf("%w\n--- kbroker log tail ---\n%s", err, tail)
 	}
 	b.startup = time.Since(b.proc.Started())
+	fail := func(err error) (*brokerProc, error) {
+		tail := b.logTail(20)
+		b.stop()
+		return nil, fmt.Errorf("%w\n--- kbroker log tail ---\n%s", err, tail)
+	}
+	// Through the admin listener if there is one, else PLAINTEXT.
+	seedOpts := []kgo.Opt{kgo.SeedBrokers(b.addr)}
+	if adm != nil {
+		seedOpts = adm.opts()
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		ping := launch.KafkaPingWith(adm.login())
+		err := launch.WaitReady(wctx, nil, 20*time.Millisecond, func() error { return ping(adm.addr, probeTimeout) })
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("admin user cannot log in on SASL_PLAINTEXT %s: %w", adm.addr, err))
+		}
+	}
 	if sec != nil {
-		if err := sec.createUser(ctx, b.addr, timeout); err != nil {
-			tail := b.logTail(20)
-			b.stop()
-			return nil, fmt.Errorf("%w\n--- kbroker log tail ---\n%s", err, tail)
+		if err := sec.createUser(ctx, seedOpts, timeout); err != nil {
+			return fail(err)
 		}
 	}
 	return b, nil

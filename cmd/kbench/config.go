@@ -45,6 +45,17 @@ type config struct {
 	// both arms of a comparison run the same broker and differ only in
 	// the listener their clients use).
 	securedListeners bool
+	// acls is --acls: with --kbroker, the broker runs Kafka's ACL
+	// authorizer (allow.everyone.if.no.acl.found=false) and kbench creates
+	// this many ACLs that do not match the workload, plus those it needs;
+	// -1 (noAuthorizer) runs the broker without an authorizer.
+	acls int
+	// adminListener: a started kbroker also serves a SASL_PLAINTEXT
+	// listener with a PLAIN admin user (the super user when the authorizer
+	// is on), through which kbench sets up ACLs and SCRAM users (true when
+	// this config or its variant uses --acls, so that both arms start the
+	// broker with the same listeners).
+	adminListener bool
 	// variant is --vs-variant: the same workload, against the same kind of
 	// target, with these flags applied on top (nil without it).
 	variant *config
@@ -108,6 +119,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	c.variant = v
 	c.securedListeners = c.securedListeners || v.securedListeners
 	v.securedListeners = c.securedListeners
+	c.adminListener = c.adminListener || v.adminListener
+	v.adminListener = c.adminListener
 	return c, nil
 }
 
@@ -153,6 +166,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.IntVar(&c.txnRecords, "txn-records", 0, "records per transaction with a transactional producer (begin, produce N, flush, commit; the produce time includes every commit); 0 = no transactions; requires --acks all and idempotence")
 	fs.StringVar(&c.isolation, "isolation", readUncommitted, "the consumer's isolation level: read_uncommitted or read_committed")
 	fs.StringVar(&c.security, "security", secPlaintext, "with --kbroker: the listener the producer and consumer use, plaintext, ssl or sasl_ssl (SCRAM-SHA-512); with ssl or sasl_ssl kbench makes a throwaway CA and certificates and starts the broker with PLAINTEXT, SSL and SASL_SSL listeners")
+	fs.IntVar(&c.acls, "acls", noAuthorizer, "with --kbroker: run the broker with Kafka's ACL authorizer (allow.everyone.if.no.acl.found=false, the clients' principal not a super user) and create this many ACLs that do not match the workload, plus the ones it needs, before it; -1 = no authorizer")
 	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0"; split on spaces), alternating, and print ratios primary/variant`)
 	return fs, v
 }
@@ -197,6 +211,7 @@ func parseOne(args []string, out io.Writer) (*config, error) {
 		return nil, err
 	}
 	c.securedListeners = c.security != secPlaintext
+	c.adminListener = c.acls != noAuthorizer
 	return c, nil
 }
 
@@ -305,6 +320,18 @@ func (c *config) validate() error {
 		}
 	default:
 		return fmt.Errorf("--security must be %s, %s or %s, got %q", secPlaintext, secSSL, secSASLSSL, c.security)
+	}
+	switch {
+	case c.acls < noAuthorizer:
+		return fmt.Errorf("--acls must be >= 0, or -1 for no authorizer, got %d", c.acls)
+	case c.acls > maxACLs:
+		return fmt.Errorf("--acls must be at most %d, got %d", maxACLs, c.acls)
+	case c.acls >= 0 && c.kbrokerPath == "":
+		// kbench configures the authorizer and its admin user, so it
+		// must start the broker itself.
+		return errors.New("--acls needs --kbroker")
+	case c.acls >= 0 && c.vsKfake:
+		return errors.New("--acls and --vs-kfake cannot be combined (kfake runs without an authorizer)")
 	}
 	return nil
 }

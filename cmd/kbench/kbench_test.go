@@ -213,6 +213,47 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--kbroker", "/bin/kbroker", "--vs-variant", "--acks all"}, func(c *config) bool {
 			return !c.securedListeners && !c.variant.securedListeners
 		}},
+		// --acls: no authorizer by default.
+		{[]string{"--kbroker", "/bin/kbroker"}, func(c *config) bool {
+			return c.acls == noAuthorizer && !c.adminListener && c.setup() == brokerSetup{}
+		}},
+		{[]string{"--kfake"}, func(c *config) bool { return c.acls == noAuthorizer && !c.adminListener }},
+		{[]string{"--kbroker", "/bin/kbroker", "--acls", "1000"}, func(c *config) bool {
+			return c.acls == 1000 && c.adminListener && c.setup() == brokerSetup{admin: true, authorizer: true}
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--acls=0"}, func(c *config) bool {
+			return c.acls == 0 && c.setup() == brokerSetup{admin: true, authorizer: true}
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--acls", "-1"}, func(c *config) bool { return c.acls == noAuthorizer && !c.adminListener }},
+		// In a variant, both arms start the broker with the same
+		// listeners (the admin's too) and differ in the authorizer and
+		// its ACLs.
+		{[]string{"--kbroker", "/bin/kbroker", "--acls", "1000", "--vs-variant", "--acls -1"}, func(c *config) bool {
+			v := c.variant
+			return c.acls == 1000 && v != nil && v.acls == noAuthorizer &&
+				c.setup() == brokerSetup{admin: true, authorizer: true} && v.setup() == brokerSetup{admin: true}
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--vs-variant", "--acls 10"}, func(c *config) bool {
+			v := c.variant
+			return c.acls == noAuthorizer && v.acls == 10 &&
+				c.setup() == brokerSetup{admin: true} && v.setup() == brokerSetup{admin: true, authorizer: true}
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--acls", "1000", "--vs-variant", "--acls 0"}, func(c *config) bool {
+			return c.variant.acls == 0 && c.variant.setup() == brokerSetup{admin: true, authorizer: true}
+		}},
+		// With --security both: the workload's principal is the SCRAM
+		// user on SASL_SSL, ANONYMOUS otherwise.
+		{[]string{"--kbroker", "/bin/kbroker", "--security", "sasl_ssl", "--acls", "1000", "--vs-variant", "--acls -1"}, func(c *config) bool {
+			v := c.variant
+			return c.setup() == brokerSetup{secured: true, admin: true, authorizer: true} &&
+				v.setup() == brokerSetup{secured: true, admin: true} && c.workloadPrincipal() == "User:kbench" && v.workloadPrincipal() == "User:kbench"
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--security", "ssl", "--acls", "5"}, func(c *config) bool {
+			return c.workloadPrincipal() == "User:ANONYMOUS"
+		}},
+		{[]string{"--kbroker", "/bin/kbroker", "--acls", "5", "--acks", "all", "--txn-records", "10", "--vs-variant", "--acls -1 --txn-records 0"}, func(c *config) bool {
+			return c.acls == 5 && c.txnRecords == 10 && c.variant.acls == noAuthorizer && c.variant.txnRecords == 0 && c.variant.adminListener
+		}},
 	}
 	for _, c := range ok {
 		cfg, err := parseFlags(c.args, io.Discard)
@@ -274,6 +315,16 @@ func TestParseFlags(t *testing.T) {
 		{"--kfake", "--vs-variant", "--security ssl"},                         // variant needs --kbroker
 		{"--kbroker", "x", "--vs-variant", "--security nope"},                 // variant invalid
 		{"--kbroker", "x", "--security", "ssl", "--vs-variant", "--security"}, // flag without value
+		{"--kbroker", "x", "--acls", "-2"},                                    // -1 is the only negative
+		{"--kbroker", "x", "--acls", "1001000"},                               // above maxACLs
+		{"--kbroker", "x", "--acls", "many"},                                  // not a number
+		{"--kfake", "--acls", "1000"},                                         // kbench starts the broker it configures
+		{"--brokers", "a:1", "--acls", "0"},                                   // likewise
+		{"--instant", "--acls", "10"},                                         // likewise
+		{"--kbroker", "x", "--acls", "10", "--vs-kfake"},                      // kfake has no authorizer
+		{"--kfake", "--vs-variant", "--acls 10"},                              // variant needs --kbroker
+		{"--kbroker", "x", "--vs-variant", "--acls -5"},                       // variant invalid
+		{"--kbroker", "x", "--acls", "10", "--vs-variant", "--acls"},          // flag without value
 	}
 	for _, args := range bad {
 		if _, err := parseFlags(args, io.Discard); err == nil {
@@ -485,7 +536,7 @@ func TestKbrokerProcess(t *testing.T) {
 
 	// The broker's CPU time is read from /proc (a few ms here: below its
 	// 10 ms resolution, so the per-GB figures above may be unknown).
-	b, err := startKbroker(context.Background(), os.Args[0], nil, false, 10*time.Second)
+	b, err := startKbroker(context.Background(), os.Args[0], nil, brokerSetup{}, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +575,7 @@ func TestKbrokerProcess(t *testing.T) {
 	}
 
 	// A binary that exits at once is reported, not waited for.
-	if _, err := startKbroker(context.Background(), "/bin/false", nil, false, 10*time.Second); err == nil ||
+	if _, err := startKbroker(context.Background(), "/bin/false", nil, brokerSetup{}, 10*time.Second); err == nil ||
 		!strings.Contains(err.Error(), "exited") {
 		t.Fatalf("start /bin/false: %v", err)
 	}
@@ -539,7 +590,7 @@ func TestSecuredPKI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := securedOverrides(9001, 9002, props)
+	args := brokerOverrides(brokerPorts{ssl: 9001, saslSSL: 9002}, props, "", false)
 	want := []string{
 		"listeners=PLAINTEXT://{addr},SSL://127.0.0.1:9001,SASL_SSL://127.0.0.1:9002",
 		"inter.broker.listener.name=PLAINTEXT",

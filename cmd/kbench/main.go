@@ -6,7 +6,9 @@
 // settings (--vs-kfake). --instant measures the consumer alone, against a
 // stand-in broker that answers every fetch at once. --security ssl or
 // sasl_ssl has the producer and consumer use a TLS (and SCRAM-SHA-512)
-// listener of the kbroker it starts.
+// listener of the kbroker it starts. --acls N starts it with Kafka's ACL
+// authorizer and N ACLs that do not match the workload, beside those it
+// needs (-1, the default: no authorizer).
 //
 // Examples:
 //
@@ -16,6 +18,7 @@
 //	kbench --brokers 127.0.0.1:9092 --acks all --compression zstd --json
 //	kbench --instant --vs-kfake --runs 3   # the consumer's own ceiling
 //	kbench --kbroker ./kbroker --security ssl --vs-variant "--security plaintext" --runs 5
+//	kbench --kbroker ./kbroker --acls 1000 --vs-variant "--acls -1" --runs 5
 package main
 
 import (
@@ -31,6 +34,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -103,10 +107,10 @@ func (r *report) writeJSON(w io.Writer) error {
 }
 
 func (r *report) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, security=%v, loadavg %v\n",
+	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, security=%v, acls=%v, loadavg %v\n",
 		r.Config["records"], r.Config["record_size"], r.Config["partitions"], r.Config["replication_factor"],
 		r.Config["acks"], r.Config["compression"], r.Config["rate"], r.Config["idempotent"],
-		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["security"], r.Config["loadavg"])
+		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["security"], r.Config["acls"], r.Config["loadavg"])
 	if v, ok := r.Config["vs_variant"]; ok {
 		fmt.Fprintf(w, "kbench: variant: %v\n", v)
 	}
@@ -176,6 +180,7 @@ func (c *config) summary() map[string]any {
 		"txn_records":        c.txnRecords,
 		"isolation":          c.isolation,
 		"security":           c.security,
+		"acls":               c.acls,
 		"gomaxprocs":         runtime.GOMAXPROCS(0),
 		"loadavg":            loadavg(),
 	}
@@ -214,6 +219,9 @@ func (c *config) arms() []arm {
 	name := string(primary)
 	if c.security != secPlaintext {
 		name += " --security " + c.security
+	}
+	if c.acls != noAuthorizer {
+		name += " --acls " + strconv.Itoa(c.acls)
 	}
 	out := []arm{{name: name, kind: primary, cfg: c}}
 	switch {
@@ -333,7 +341,7 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		}
 		return res
 	case kindKbroker:
-		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.securedListeners, cfg.startTimeout)
+		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.setup(), cfg.startTimeout)
 		if err != nil {
 			res.Error = err.Error()
 			return res
@@ -349,6 +357,16 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 			seeds = []string{addr}
 			w.logf("clients use the %s listener on %s (SSL on %s, SASL_SSL on %s)",
 				strings.ToUpper(cfg.security), addr, b.sec.sslAddr, b.sec.saslSSLAddr)
+		}
+		if cfg.acls != noAuthorizer {
+			t0 := time.Now()
+			n, err := setupACLs(ctx, b, cfg, topic, cfg.startTimeout)
+			if err != nil {
+				res.Error = fmt.Sprintf("%v\n--- kbroker log tail ---\n%s", err, b.logTail(20))
+				return res
+			}
+			w.logf("authorizer on: %d ACLs created through %s as User:%s in %.1f ms (%d that do not match the workload, %d it needs as %s)",
+				n, b.admin.addr, adminUser, ms(time.Since(t0)), cfg.acls, n-cfg.acls, cfg.workloadPrincipal())
 		}
 		after = func() {
 			if !b.alive() {

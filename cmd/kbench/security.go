@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/kbroker/kbroker/internal/launch"
@@ -34,8 +33,9 @@ const (
 
 // secured is what the clients need of a kbroker that kbench started with
 // secured listeners besides PLAINTEXT (which stays for the readiness probe
-// and for creating the SCRAM user): their addresses, the throwaway CA that
-// signed the broker's certificate and the SCRAM user's password.
+// and, without --acls' admin listener, for creating the SCRAM user): their
+// addresses, the throwaway CA that signed the broker's certificate and the
+// SCRAM user's password.
 type secured struct {
 	sslAddr     string
 	saslSSLAddr string
@@ -72,22 +72,6 @@ func securedPKI(dir string) (*testpki.CA, []string, error) {
 	}, nil
 }
 
-// securedOverrides are the kbroker settings of secured listeners on the
-// given ports, besides PLAINTEXT on the address the launcher probes
-// ({addr}), with the TLS settings tlsProps. They hold no secret: the
-// keystore is an unencrypted PEM file in the run's temp dir and the SCRAM
-// user is created afterwards, through PLAINTEXT.
-func securedOverrides(sslPort, saslSSLPort int, tlsProps []string) []string {
-	kv := []string{
-		"listeners=PLAINTEXT://{addr}" +
-			",SSL://127.0.0.1:" + strconv.Itoa(sslPort) +
-			",SASL_SSL://127.0.0.1:" + strconv.Itoa(saslSSLPort),
-		"inter.broker.listener.name=PLAINTEXT",
-		"sasl.enabled.mechanisms=SCRAM-SHA-512",
-	}
-	return launch.Overrides(append(kv, tlsProps...)...)
-}
-
 // newPassword returns a random SCRAM password.
 func newPassword() (string, error) {
 	var b [16]byte
@@ -118,13 +102,14 @@ func (s *secured) listener(security, plaintext string) (string, []kgo.Opt) {
 	return plaintext, nil
 }
 
-// createUser creates the SCRAM-SHA-512 user through the PLAINTEXT listener
-// at plaintext and waits until it can log in on SASL_SSL (a broker may
-// apply AlterUserScramCredentials asynchronously, as Kafka does).
-func (s *secured) createUser(ctx context.Context, plaintext string, timeout time.Duration) error {
+// createUser creates the SCRAM-SHA-512 user through a client with opts
+// (seed brokers included: PLAINTEXT, or the admin listener) and waits
+// until it can log in on SASL_SSL (a broker may apply
+// AlterUserScramCredentials asynchronously, as Kafka does).
+func (s *secured) createUser(ctx context.Context, opts []kgo.Opt, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(plaintext))
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -138,8 +123,8 @@ func (s *secured) createUser(ctx context.Context, plaintext string, timeout time
 	if err != nil {
 		return fmt.Errorf("creating SCRAM user %s: %w", scramUser, err)
 	}
-	addr, opts := s.listener(secSASLSSL, plaintext)
-	ping := launch.KafkaPingWith(opts...)
+	addr, sopts := s.listener(secSASLSSL, "")
+	ping := launch.KafkaPingWith(sopts...)
 	if err := launch.WaitReady(ctx, nil, 20*time.Millisecond, func() error { return ping(addr, probeTimeout) }); err != nil {
 		return fmt.Errorf("SCRAM user %s cannot log in on SASL_SSL %s: %w", scramUser, addr, err)
 	}

@@ -18,15 +18,18 @@ import (
 )
 
 // Suffixes of files left behind by an interrupted operation (Kafka's
-// .deleted/.cleaned/.swap and kbroker's checkpoint temp files); Open removes
-// them.
-var straySuffixes = []string{".deleted", ".cleaned", ".swap", atomicfile.TmpSuffix}
+// .deleted/.cleaned/.swap, the cleaner's .swapend and kbroker's checkpoint
+// temp files); Open removes them once completeSwaps has finished any
+// cleaner swap that had begun.
+var straySuffixes = []string{deletedSuffix, cleanedSuffix, swapSuffix, swapEndSuffix, atomicfile.TmpSuffix}
 
 // Open loads the partition directory dir, creating it (with one empty
 // segment at offset 0) if needed.
 //
-// Every open removes stray files and orphan index files, drops the zero
-// tail of preallocated index files, sanity-checks each index (size a
+// Every open first completes a log cleaner swap that had begun (see
+// Log.Clean and completeSwaps), then removes stray files and orphan index
+// files, drops the zero tail of preallocated index files, sanity-checks
+// each index (size a
 // multiple of the entry size, entries increasing, positions inside the log)
 // and rebuilds a missing or damaged one from the batch headers, with a log
 // line. A missing or unreadable leader-epoch-checkpoint is rebuilt from the
@@ -298,10 +301,14 @@ func parseBase(name, suffix string) (int64, bool) {
 	return v, err == nil && v >= 0
 }
 
-// scanDir removes stray and orphan files and returns the base offsets of
+// scanDir completes interrupted cleaner swaps, removes stray and orphan
+// files and returns the base offsets of
 // the segments, ascending. Empty .log files other than the last are
 // removed with their indexes (they hold nothing).
 func (l *Log) scanDir() ([]int64, error) {
+	if err := l.completeSwaps(); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,255 @@
+package segment
+
+import (
+	"crypto/md5"
+	"fmt"
+	"math"
+
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The pure decisions of the log cleaner (Kafka's LogCleaner.scala): the
+// bounded key -> latest offset map, which records and batches a cleaning
+// keeps, and how cleaned segments are grouped. Log.Clean does the I/O.
+
+// Kafka's SkimpyOffsetMap stores an MD5 hash of the key (16 bytes) and an
+// 8-byte offset per slot, and the cleaner fills it to a load factor of 0.9
+// (log.cleaner.io.buffer.load.factor). The map here is a Go map keyed by
+// the same hash; its entry limit is computed as Kafka's, so that a given
+// log.cleaner.dedupe.buffer.size cleans the same dirty range as Kafka
+// would (Go's own map overhead is larger than 24 bytes per entry).
+const (
+	offsetMapHashSize   = md5.Size
+	offsetMapEntryBytes = offsetMapHashSize + 8
+	offsetMapLoadFactor = 0.9
+)
+
+// offsetMap is the cleaner's key -> latest offset map of one cleaning.
+type offsetMap struct {
+	m          map[[offsetMapHashSize]byte]int64
+	maxEntries int   // Kafka's maxDesiredMapSize: slots * load factor
+	latest     int64 // the last offset mapped (Kafka's latestOffset); -1 when none
+}
+
+// newOffsetMap sizes the map for bufferBytes of Kafka's dedupe buffer (one
+// cleaner thread's share of log.cleaner.dedupe.buffer.size).
+func newOffsetMap(bufferBytes int64) *offsetMap {
+	slots := bufferBytes / offsetMapEntryBytes
+	return &offsetMap{
+		m:          make(map[[offsetMapHashSize]byte]int64),
+		maxEntries: int(float64(slots) * offsetMapLoadFactor),
+		latest:     -1,
+	}
+}
+
+// put records offset as key's latest. Like Kafka's buildOffsetMapForSegment
+// it refuses (false) once the map holds maxEntries keys, even for a key
+// already present, so the mapped range always ends on a whole record.
+func (m *offsetMap) put(key []byte, offset int64) bool {
+	if len(m.m) >= m.maxEntries {
+		return false
+	}
+	m.m[md5.Sum(key)] = offset
+	return true
+}
+
+// get is the latest offset of key, or -1 when it is not mapped.
+func (m *offsetMap) get(key []byte) int64 {
+	if o, ok := m.m[md5.Sum(key)]; ok {
+		return o
+	}
+	return -1
+}
+
+// abortedRanges answers whether a data batch belongs to an aborted
+// transaction: per producer, the [first offset, marker offset) ranges of
+// its aborted transactions, from the .txnindex entries (Kafka's
+// CleanedTransactionMetadata does the same from collectAbortedTransactions).
+type abortedRanges map[int64][]AbortedTxn
+
+func newAbortedRanges(txns []AbortedTxn) abortedRanges {
+	r := abortedRanges{}
+	for _, t := range txns {
+		r[t.ProducerID] = append(r[t.ProducerID], t)
+	}
+	return r
+}
+
+func (r abortedRanges) aborted(h recordbatch.Header) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for _, t := range r[h.ProducerID] {
+		if t.FirstOffset <= h.BaseOffset && h.BaseOffset < t.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// mapBatch adds the records of one batch read from the dirty range to m,
+// as Kafka's buildOffsetMapForSegment: control batches and aborted
+// transactional batches are skipped (an aborted value must never win over
+// a committed one), records below start (already clean) and without a key
+// are not mapped. It returns false when the map filled before the batch
+// ended; then latest stays at the previous batch's last offset and the
+// cleaning ends there.
+func mapBatch(m *offsetMap, batch []byte, h recordbatch.Header, start int64, aborts abortedRanges) (bool, error) {
+	if !h.IsControl() && !aborts.aborted(h) {
+		full := false
+		err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if r.Key == nil || off < start {
+				return nil
+			}
+			if !m.put(r.Key, off) {
+				full = true
+				return errMapFull
+			}
+			return nil
+		})
+		if full {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
+		}
+	}
+	if h.LastOffset() >= start {
+		m.latest = max(m.latest, h.LastOffset())
+	}
+	return true, nil
+}
+
+// errMapFull stops the record walk of mapBatch; it never leaves mapBatch.
+var errMapFull = fmt.Errorf("offset map full")
+
+// cleanFilter holds what decides, for one source segment, which records
+// of its batches a cleaning keeps (Kafka's LogCleaner.cleanInto filter).
+type cleanFilter struct {
+	offsets *offsetMap
+	aborts  abortedRanges
+	// retainDeletes keeps tombstones: the segment was modified after the
+	// delete horizon (Kafka's legacy rule, segment.lastModified >
+	// lastModified of the last clean segment - delete.retention.ms).
+	retainDeletes bool
+	// lastData maps a producer id to the last offset of its last data
+	// batch in the log; that batch is kept, empty if need be, so the
+	// producer's epoch and last sequence survive (Kafka's RETAIN_EMPTY
+	// for the active producers' last batches).
+	lastData map[int64]int64
+}
+
+// batchOutcome says what filterBatch did with a batch (for stats and tests).
+type batchOutcome int
+
+const (
+	batchKept      batchOutcome = iota // written as it was
+	batchRewritten                     // some records removed
+	batchEmptied                       // no records kept, header kept for the producer
+	batchDropped                       // removed
+)
+
+// filterBatch is Kafka's MemoryRecords.filterTo for one batch with the
+// cleaner's filter: it returns the bytes to write (the original batch, a
+// rebuilt one, an empty header, or nil) and what it did.
+//
+// Kept as they are: control batches (transaction markers are never removed
+// here, unlike Kafka which drops them after delete.retention.ms once the
+// transaction's data is gone; keeping them is always correct, only less
+// compact). Records: kept when past the map's latest offset (beyond what
+// this cleaning mapped), or keyed, at or after their key's latest offset,
+// and either with a value or while tombstones are retained. Records of
+// aborted transactions and records without a key are removed. A batch left
+// without records is dropped unless it is the last data batch of its
+// producer (kept as an empty header).
+func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, batchOutcome, error) {
+	if h.IsControl() {
+		return batch, batchKept, nil
+	}
+	discard := f.aborts.aborted(h)
+	var kept []kmsg.Record
+	total := 0
+	if !discard {
+		err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
+			total++
+			if retainRecord(f, h.BaseOffset+int64(r.OffsetDelta), r) {
+				kept = append(kept, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
+		}
+	}
+	switch {
+	case len(kept) > 0 && len(kept) == total:
+		return batch, batchKept, nil
+	case len(kept) > 0:
+		return recordbatch.BuildRetained(h, kept), batchRewritten, nil
+	case h.ProducerID >= 0 && f.lastData[h.ProducerID] == h.LastOffset():
+		if h.RecordCount == 0 {
+			return batch, batchKept, nil
+		}
+		return recordbatch.BuildEmpty(h), batchEmptied, nil
+	default:
+		return nil, batchDropped, nil
+	}
+}
+
+// retainRecord is Kafka's shouldRetainRecord (legacy delete horizon).
+func retainRecord(f *cleanFilter, offset int64, r kmsg.Record) bool {
+	if offset > f.offsets.latest {
+		return true
+	}
+	if r.Key == nil {
+		return false
+	}
+	latestForKey := offset >= f.offsets.get(r.Key)
+	return latestForKey && (r.Value != nil || f.retainDeletes)
+}
+
+// segmentInfo is what grouping needs of one segment.
+type segmentInfo struct {
+	base           int64
+	size           int64 // .log bytes
+	offsetIdxBytes int64
+	timeIdxBytes   int64
+}
+
+// groupSegmentsBySize is Kafka's LogCleaner.groupSegmentsBySize: it cuts
+// the segments to clean into runs that each become one cleaned segment,
+// no larger than maxSize (segment.bytes) in log bytes, maxIndexSize
+// (segment.index.bytes) in either index, and with offsets that fit the
+// 32-bit relative offsets of one segment. firstUncleanable bounds the last
+// segment's offsets. It returns the runs as index ranges [from, to).
+func groupSegmentsBySize(segs []segmentInfo, maxSize, maxIndexSize, firstUncleanable int64) [][2]int {
+	var groups [][2]int
+	for i := 0; i < len(segs); {
+		from := i
+		logSize, idxSize, timeSize := segs[i].size, segs[i].offsetIdxBytes, segs[i].timeIdxBytes
+		i++
+		for i < len(segs) &&
+			logSize+segs[i].size <= maxSize &&
+			idxSize+segs[i].offsetIdxBytes <= maxIndexSize &&
+			timeSize+segs[i].timeIdxBytes <= maxIndexSize &&
+			(segs[i].size == 0 || lastOffsetOf(segs, i, firstUncleanable)-segs[from].base <= math.MaxInt32) {
+			logSize += segs[i].size
+			idxSize += segs[i].offsetIdxBytes
+			timeSize += segs[i].timeIdxBytes
+			i++
+		}
+		groups = append(groups, [2]int{from, i})
+	}
+	return groups
+}
+
+// lastOffsetOf is the largest offset segment i may hold: up to the next
+// segment's base, or the first uncleanable offset for the last one.
+func lastOffsetOf(segs []segmentInfo, i int, firstUncleanable int64) int64 {
+	if i+1 < len(segs) {
+		return segs[i+1].base - 1
+	}
+	return firstUncleanable - 1
+}

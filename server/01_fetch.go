@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/internal/acl"
+	"github.com/kbroker/kbroker/internal/quota"
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/replica"
@@ -37,6 +38,9 @@ import (
 //   consumer needs Read on each topic, else its partitions get
 //   TOPIC_AUTHORIZATION_FAILED whether or not the topic exists. Unknown
 //   topic ids are answered UNKNOWN_TOPIC_ID first, as Kafka.
+// * Client quotas (client_quotas.go), consumers only: MaxBytes capped to
+//   what consumer_byte_rate allows in one window; a fetch over its
+//   consumer or request quota is answered empty with throttle_time_ms.
 //
 // Version notes:
 // * v4: isolation level, last stable offset, aborted transactions
@@ -190,6 +194,10 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = int(b.cfg.SocketRequestMaxBytes)
 	}
+	if !follower {
+		maxBytes = b.fetchQuotaMaxBytes(ctx, maxBytes)
+	}
+	minBytes := min(int(req.MinBytes), maxBytes)
 	deadline := now.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
 		// Take the wake-up channels before reading, so an append between
@@ -201,12 +209,23 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 			}
 		}
 		total, news := readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
-		if total >= int(req.MinBytes) || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
+		if total >= minBytes || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
 			break
 		}
 		if !waitAny(ctx, waitOn, deadline) {
 			readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
 			break
+		}
+	}
+
+	if !follower {
+		if throttle := b.throttleFetch(ctx, fetchResponseBytes(targets), time.Now()); throttle > 0 {
+			// Over a quota: answered empty (Kafka's getThrottledResponse),
+			// so the session keeps what it had and nothing read counts.
+			for _, t := range targets {
+				t.records.Close()
+			}
+			return resp, nil
 		}
 	}
 
@@ -334,6 +353,7 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 // waitAny blocks until one of chans is closed (true), or the deadline passes
 // or ctx ends (false).
 func waitAny(ctx context.Context, chans []<-chan struct{}, deadline time.Time) bool {
+	defer quota.Parked(ctx, time.Now()) // a long poll is not busy time
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	if len(chans) == 1 {

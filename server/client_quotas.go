@@ -334,6 +334,77 @@ func (b *Broker) handleWithQuotas(ctx context.Context, rc *requestContext, req k
 	return resp, now.Add(rq.throttle), nil
 }
 
+// fetchResponseOverhead estimates the bytes a partition adds to a Fetch
+// response besides its records (index, error, offsets, lengths, tags).
+const fetchResponseOverhead = 48
+
+// throttleFetch applies the consumer fetch quota and the request quota to
+// a consumer fetch about to be answered with responseBytes, as Kafka's
+// handleFetchRequest does before building the response: it returns the
+// throttle (0: answer as read); when throttled the caller answers with no
+// records, and the bytes are not counted.
+func (b *Broker) throttleFetch(ctx context.Context, responseBytes int, now time.Time) time.Duration {
+	rq := requestQuotaFrom(ctx)
+	if rq == nil {
+		return 0
+	}
+	b.chargeRequestTime(rq, now)
+	throttle := rq.throttle
+	if rq.kinds[fetchQuota] {
+		d, key := b.clientQuotas.record(rq.md, fetchQuota, rq, float64(responseBytes), now)
+		rq.earn(d, key)
+		throttle = max(throttle, d)
+		if throttle > 0 {
+			b.clientQuotas.unrecord(key, float64(responseBytes), now)
+		}
+	}
+	return throttle
+}
+
+// fetchQuotaMaxBytes caps a consumer fetch's byte budget to what its
+// consumer quota allows in one window (getMaxValueInQuotaWindow), so that
+// one response cannot earn a throttle of many windows.
+func (b *Broker) fetchQuotaMaxBytes(ctx context.Context, maxBytes int) int {
+	rq := requestQuotaFrom(ctx)
+	if rq == nil || !rq.kinds[fetchQuota] {
+		return maxBytes
+	}
+	if _, bound, ok := resolveQuota(rq.md, fetchQuota, rq.user, rq.clientID); ok {
+		return int(min(float64(maxBytes), quota.MaxValueInWindow(b.clientQuotas.cfg, bound)))
+	}
+	return maxBytes
+}
+
+// fetchResponseBytes is the size of a Fetch response about to be
+// assembled from targets: the records of the partitions it includes plus
+// each one's header.
+func fetchResponseBytes(targets []*fetchTarget) int {
+	n := 0
+	for _, t := range targets {
+		if t.include {
+			n += t.records.Size() + fetchResponseOverhead
+		}
+	}
+	return n
+}
+
+// unrecord takes value back out of a rate (a throttled fetch's bytes, which
+// are not sent).
+func (q *clientQuotas) unrecord(key quotaSensorKey, value float64, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s := q.sensors[key]; s != nil {
+		s.rate.Record(q.cfg, -value, now.UnixMilli())
+	}
+}
+
+// requestQuotaFrom is the quota state handleWithQuotas put in ctx (nil:
+// no quota is configured).
+func requestQuotaFrom(ctx context.Context) *quotaState {
+	rq, _ := ctx.Value(requestQuotaKey{}).(*quotaState)
+	return rq
+}
+
 // waitMuted waits until a throttled connection may read again; false if
 // ctx ended first.
 func waitMuted(ctx context.Context, until time.Time) bool {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -290,5 +291,80 @@ func TestNoQuotasNoSensors(t *testing.T) {
 	}
 	if n := len(b.clientQuotas.sensors); n != 0 {
 		t.Fatalf("%d rates kept without quotas", n)
+	}
+}
+
+// A consumer over consumer_byte_rate is answered empty with the throttle,
+// its bytes not counted (Kafka's unrecord), and its fetch capped to what
+// its quota allows in a window; followers and other clients are untouched.
+func TestFetchThrottling(t *testing.T) {
+	b := newAdminTestBroker(t)
+	mustCreateTopic(t, b, "t", 1, nil)
+	batch := recordbatch.Build(recordbatch.NoProducer(), []recordbatch.Record{{Value: make([]byte, 100_000)}})
+	if got := produceOne(t, b, 9, "t", batch); got.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", got)
+	}
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	req.Entries = append(req.Entries, quotaEntry(map[string]float64{controller.ConsumerByteRate: 25_000}, controller.QuotaEntityClientID, "c"))
+	if _, err := handleAlterClientQuotas(context.Background(), b, &requestContext{}, req); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(clientID string, maxBytes int32) (*fetchResponse, time.Time) {
+		t.Helper()
+		freq := kmsg.NewPtrFetchRequest()
+		freq.Version, freq.ReplicaID, freq.MaxBytes, freq.MaxWaitMillis = 12, -1, maxBytes, 0
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		freq.Topics = append(freq.Topics, ft)
+		resp, muted, err := b.handleWithQuotas(context.Background(), &requestContext{clientID: clientID, principal: "User:ANONYMOUS"}, freq, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := resp.(*fetchResponse)
+		t.Cleanup(fr.Close)
+		return fr, muted
+	}
+	records := func(fr *fetchResponse) int {
+		n := 0
+		for _, ts := range fr.records {
+			for _, cs := range ts {
+				n += cs.Size()
+			}
+		}
+		return n
+	}
+	// 100 KB (and a little) over the minimum 10 s: 10 KB/s, then 20 KB/s:
+	// within 25000.
+	for i := 0; i < 2; i++ {
+		if fr, muted := fetch("c", 50<<20); records(fr) < 100_000 || !muted.IsZero() || fr.ThrottleMillis != 0 {
+			t.Fatalf("fetch %d within the quota: %d bytes, throttle %d, muted %v", i, records(fr), fr.ThrottleMillis, muted)
+		}
+	}
+	// 30 KB/s: throttled (30-25)/25*10 s = 2 s, answered empty.
+	fr, muted := fetch("c", 50<<20)
+	if records(fr) != 0 || len(fr.Topics) != 0 || fr.ThrottleMillis < 1900 || fr.ThrottleMillis > 2200 || muted.IsZero() {
+		t.Fatalf("fetch over the quota: %d bytes in %d topics, throttle %d, muted %v", records(fr), len(fr.Topics), fr.ThrottleMillis, muted)
+	}
+	// Not counted: the rate is still at the quota, so the next one is
+	// throttled by the same amount, not more.
+	if fr, _ := fetch("c", 50<<20); fr.ThrottleMillis < 1900 || fr.ThrottleMillis > 2200 {
+		t.Fatalf("a throttled fetch was counted: next throttle %d", fr.ThrottleMillis)
+	}
+	// Another client id reads freely.
+	if fr, muted := fetch("other", 50<<20); records(fr) < 100_000 || !muted.IsZero() {
+		t.Fatalf("another client: %d bytes, muted %v", records(fr), muted)
+	}
+	// The cap: 25000 B/s allows 250000 bytes in a window.
+	rq := &quotaState{md: b.controller.Metadata(), user: "ANONYMOUS", clientID: "c"}
+	rq.kinds = b.clientQuotas.kindsIn(rq.md)
+	ctx := context.WithValue(context.Background(), requestQuotaKey{}, rq)
+	if got := b.fetchQuotaMaxBytes(ctx, 50<<20); got != 250_000 {
+		t.Fatalf("fetch capped to %d, want 250000", got)
+	}
+	if got := b.fetchQuotaMaxBytes(context.Background(), 50<<20); got != 50<<20 {
+		t.Fatalf("without quotas: capped to %d", got)
 	}
 }

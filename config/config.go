@@ -64,6 +64,17 @@ type Config struct {
 	LogFlushIntervalMs  time.Duration // log.flush.interval.ms (default 0 = never by time)
 	LogMessageTimestamp string        // log.message.timestamp.type (CreateTime | LogAppendTime)
 
+	// The log cleaner of compacted topics (Kafka's log.cleaner.*).
+	LogCleanerEnable              bool          // log.cleaner.enable (default true)
+	LogCleanerThreads             int32         // log.cleaner.threads (default 1)
+	LogCleanerDedupeBufferSize    int64         // log.cleaner.dedupe.buffer.size (default 128 MiB, shared by the threads)
+	LogCleanerIOMaxBytesPerSecond float64       // log.cleaner.io.max.bytes.per.second (default Double.MAX_VALUE: no limit)
+	LogCleanerBackoff             time.Duration // log.cleaner.backoff.ms (default 15 s)
+	LogCleanerMinCleanableRatio   float64       // log.cleaner.min.cleanable.ratio (default 0.5): min.cleanable.dirty.ratio's default
+	LogCleanerDeleteRetention     time.Duration // log.cleaner.delete.retention.ms (default 1 day): delete.retention.ms's default
+	LogCleanerMinCompactionLag    time.Duration // log.cleaner.min.compaction.lag.ms (default 0)
+	LogCleanerMaxCompactionLag    time.Duration // log.cleaner.max.compaction.lag.ms (default Long.MAX_VALUE: none)
+
 	MessageMaxBytes       int32 // message.max.bytes (default 1048588)
 	SocketRequestMaxBytes int32 // socket.request.max.bytes (default 100 MiB)
 

@@ -43,6 +43,16 @@ func Default() Config {
 		LogFlushIntervalMs:    0,
 		LogMessageTimestamp:   TimestampCreateTime,
 
+		LogCleanerEnable:              true,
+		LogCleanerThreads:             1,
+		LogCleanerDedupeBufferSize:    128 << 20,
+		LogCleanerIOMaxBytesPerSecond: math.MaxFloat64,
+		LogCleanerBackoff:             15 * time.Second,
+		LogCleanerMinCleanableRatio:   0.5,
+		LogCleanerDeleteRetention:     24 * time.Hour,
+		LogCleanerMinCompactionLag:    0,
+		LogCleanerMaxCompactionLag:    math.MaxInt64,
+
 		MessageMaxBytes:       1048588,
 		SocketRequestMaxBytes: 100 << 20,
 		ConnectionsMaxIdle:    10 * time.Minute,
@@ -411,6 +421,15 @@ func properties() []prop {
 		durationProp("log.retention.ms", "time to keep a segment; -1 keeps forever", time.Millisecond, math.MinInt64, true, func(c *Config) *time.Duration { return &c.LogRetentionMs }),
 		int64Prop("log.retention.bytes", "partition size above which old segments go; -1 for no limit", math.MinInt64, math.MaxInt64, func(c *Config) *int64 { return &c.LogRetentionBytes }),
 		durationProp("log.retention.check.interval.ms", "how often retention runs", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.LogRetentionCheck }),
+		boolProp("log.cleaner.enable", "run the log cleaner that compacts topics with cleanup.policy=compact", func(c *Config) *bool { return &c.LogCleanerEnable }),
+		int32Prop("log.cleaner.threads", "log cleaner threads", 0, math.MaxInt32, func(c *Config) *int32 { return &c.LogCleanerThreads }),
+		int64Prop("log.cleaner.dedupe.buffer.size", "memory of the cleaners' key maps, shared by the threads (24 bytes per key at load factor 0.9)", 0, math.MaxInt64, func(c *Config) *int64 { return &c.LogCleanerDedupeBufferSize }),
+		floatProp("log.cleaner.io.max.bytes.per.second", "cleaner read plus write rate limit", 0, math.MaxFloat64, func(c *Config) *float64 { return &c.LogCleanerIOMaxBytesPerSecond }),
+		durationProp("log.cleaner.backoff.ms", "cleaner sleep when no log is cleanable", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.LogCleanerBackoff }),
+		floatProp("log.cleaner.min.cleanable.ratio", "default min.cleanable.dirty.ratio", 0, 1, func(c *Config) *float64 { return &c.LogCleanerMinCleanableRatio }),
+		durationProp("log.cleaner.delete.retention.ms", "default delete.retention.ms: how long tombstones outlive a cleaning", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.LogCleanerDeleteRetention }),
+		durationProp("log.cleaner.min.compaction.lag.ms", "default min.compaction.lag.ms", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.LogCleanerMinCompactionLag }),
+		durationProp("log.cleaner.max.compaction.lag.ms", "default max.compaction.lag.ms", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.LogCleanerMaxCompactionLag }),
 		int32Prop("log.index.interval.bytes", "bytes between offset index entries", 0, math.MaxInt32, func(c *Config) *int32 { return &c.LogIndexIntervalBytes }),
 		int32Prop("log.index.size.max.bytes", "maximum size of an index file", 4, math.MaxInt32, func(c *Config) *int32 { return &c.LogIndexSizeMaxBytes }),
 		int64Prop("log.flush.interval.messages", "messages between fsyncs", 1, math.MaxInt64, func(c *Config) *int64 { return &c.LogFlushIntervalMsgs }),
@@ -559,6 +578,26 @@ func boolProp(name, doc string, field func(*Config) *bool) prop {
 			return nil
 		},
 		get: func(c Config) string { return strconv.FormatBool(*field(&c)) },
+	}
+}
+
+// floatProp parses a DOUBLE property within [lo, hi].
+func floatProp(name, doc string, lo, hi float64, field func(*Config) *float64) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			switch {
+			case err != nil || math.IsNaN(f):
+				return errors.New("want a number")
+			case f < lo:
+				return fmt.Errorf("must be at least %v", lo)
+			case f > hi:
+				return fmt.Errorf("must be at most %v", hi)
+			}
+			*field(c) = f
+			return nil
+		},
+		get: func(c Config) string { return strconv.FormatFloat(*field(&c), 'g', -1, 64) },
 	}
 }
 

@@ -204,6 +204,10 @@ var brokerDefaults = map[string]func(Config) string{
 		return ms(c.LogFlushIntervalMs)
 	},
 	"max.message.bytes":              func(c Config) string { return itoa(c.MessageMaxBytes) },
+	"min.cleanable.dirty.ratio":      func(c Config) string { return strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'g', -1, 64) },
+	"delete.retention.ms":            func(c Config) string { return ms(c.LogCleanerDeleteRetention) },
+	"min.compaction.lag.ms":          func(c Config) string { return ms(c.LogCleanerMinCompactionLag) },
+	"max.compaction.lag.ms":          func(c Config) string { return ms(c.LogCleanerMaxCompactionLag) },
 	"min.insync.replicas":            func(c Config) string { return itoa(c.MinInsyncReplicas) },
 	"unclean.leader.election.enable": func(c Config) string { return strconv.FormatBool(c.UncleanLeaderElectionEnable) },
 	"message.timestamp.type": func(c Config) string {

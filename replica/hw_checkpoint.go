@@ -2,10 +2,13 @@ package replica
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +27,16 @@ const (
 
 // readHWCheckpoint reads the checkpoint; a missing file is empty.
 func readHWCheckpoint(dir string) (map[TopicPartition]int64, error) {
-	f, err := os.Open(filepath.Join(dir, hwCheckpointFile))
+	return readPartitionOffsets(filepath.Join(dir, hwCheckpointFile))
+}
+
+// readPartitionOffsets reads a file in Kafka's OffsetCheckpointFile format
+// (version 0, a count, then "topic partition offset" lines), as
+// replication-offset-checkpoint and cleaner-offset-checkpoint are; a
+// missing file is empty.
+func readPartitionOffsets(path string) (map[TopicPartition]int64, error) {
+	name := filepath.Base(path)
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return map[TopicPartition]int64{}, nil
 	}
@@ -40,16 +52,30 @@ func readHWCheckpoint(dir string) (map[TopicPartition]int64, error) {
 		}
 		fields := strings.Fields(sc.Text())
 		if len(fields) != 3 {
-			return nil, fmt.Errorf("%s line %d: want \"topic partition offset\"", hwCheckpointFile, line+1)
+			return nil, fmt.Errorf("%s line %d: want \"topic partition offset\"", name, line+1)
 		}
 		p, err1 := strconv.ParseInt(fields[1], 10, 32)
 		off, err2 := strconv.ParseInt(fields[2], 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%s line %d: bad number", hwCheckpointFile, line+1)
+			return nil, fmt.Errorf("%s line %d: bad number", name, line+1)
 		}
 		out[TopicPartition{fields[0], int32(p)}] = off
 	}
 	return out, sc.Err()
+}
+
+// writePartitionOffsets writes offsets in Kafka's OffsetCheckpointFile
+// format (atomically: temp file, fsync, rename), sorted for stable files.
+func writePartitionOffsets(path string, offsets map[TopicPartition]int64) error {
+	tps := slices.SortedFunc(maps.Keys(offsets), func(a, b TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "0\n%d\n", len(tps))
+	for _, tp := range tps {
+		fmt.Fprintf(&b, "%s %d %d\n", tp.Topic, tp.Partition, offsets[tp])
+	}
+	return atomicfile.Write(path, []byte(b.String()))
 }
 
 // writeHWCheckpoint writes every hosted partition's high watermark

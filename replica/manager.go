@@ -49,6 +49,8 @@ type Config struct {
 	Dial Dialer
 	// OnStorageError is told when a log write fails (disk full or failed).
 	OnStorageError func(error)
+	// Cleaner configures the log cleaner of compacted topics (RunCleaner).
+	Cleaner CleanerConfig
 }
 
 // Stats counts replication events for metrics.

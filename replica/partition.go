@@ -32,8 +32,15 @@ type PartitionConfig struct {
 	LogAppendTime      bool // message.timestamp.type=LogAppendTime
 	MaxMessageBytes    int32
 	UncleanLeaderElect bool
-	// Compacted: cleanup.policy has compact, so every record needs a key.
+	// Compacted: cleanup.policy has compact, so every record needs a key
+	// and the log cleaner compacts the log.
 	Compacted bool
+	// The cleaner's topic settings: min.cleanable.dirty.ratio,
+	// min.compaction.lag.ms, max.compaction.lag.ms (0: none) and
+	// delete.retention.ms.
+	MinCleanableRatio                  float64
+	MinCompactionLag, MaxCompactionLag time.Duration
+	DeleteRetention                    time.Duration
 	// TimestampBeforeMax and TimestampAfterMax bound how far a CreateTime
 	// record's timestamp may lie before or after the broker's clock
 	// (message.timestamp.before.max.ms / after.max.ms, else

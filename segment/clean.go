@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -558,4 +559,41 @@ func (l *Log) completeSwaps() error {
 		l.logger.Info("completed an interrupted cleaner swap", "base_offset", base, "replaced_up_to", end)
 	}
 	return nil
+}
+
+// SegmentStat describes one segment for the cleaner's choice of log.
+type SegmentStat struct {
+	Base, Next int64 // offsets [Base, Next) the segment's batches span
+	Size       int64 // .log bytes
+	// LargestTimestamp is the largest batch timestamp (the file's
+	// modification time when none has one); FirstBatchTimestamp is the
+	// first batch's max timestamp, -1 when empty (Kafka's
+	// getFirstBatchTimestampForSegments).
+	LargestTimestamp, FirstBatchTimestamp int64
+	Active                                bool
+}
+
+// SegmentStats lists the segments, oldest first. It holds mu shared.
+func (l *Log) SegmentStats() []SegmentStat {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentStat, len(l.segments))
+	for i, s := range l.segments {
+		out[i] = SegmentStat{Base: s.base, Next: s.next, Size: s.size,
+			LargestTimestamp: s.largestTimestamp(), FirstBatchTimestamp: s.rollingTimestamp(),
+			Active: i == len(l.segments)-1}
+	}
+	return out
+}
+
+// TakeTruncatedTo returns the lowest offset the log was truncated to since
+// the previous call (math.MaxInt64 if it was not) and forgets it: the
+// cleaner lowers its checkpoint to it, as Kafka's maybeTruncateCheckpoint,
+// so batches written again below the old checkpoint count as dirty.
+func (l *Log) TakeTruncatedTo() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.truncatedTo
+	l.truncatedTo = math.MaxInt64
+	return t
 }

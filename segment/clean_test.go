@@ -484,3 +484,28 @@ func TestCleanTransactionsAndProducers(t *testing.T) {
 		t.Fatalf("aborted transactions after reopen: %v %v", txns, err)
 	}
 }
+
+func TestSegmentStatsAndTruncatedTo(t *testing.T) {
+	l := openLog(t, t.TempDir(), cleanConfig(), true, nil)
+	defer l.Close()
+	writeKeyed(t, l, 40)
+	st := l.SegmentStats()
+	if len(st) != l.NumSegments() || !st[len(st)-1].Active || st[0].Active || st[0].Base != 0 || st[0].Next != st[1].Base {
+		t.Fatalf("stats %+v", st)
+	}
+	if got := l.TakeTruncatedTo(); got != math.MaxInt64 {
+		t.Fatalf("TakeTruncatedTo without truncation = %d", got)
+	}
+	if err := l.TruncateTo(50); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateTo(70); err != nil { // past the end now: no truncation
+		t.Fatal(err)
+	}
+	if got := l.TakeTruncatedTo(); got != 50 {
+		t.Fatalf("TakeTruncatedTo = %d, want 50", got)
+	}
+	if got := l.TakeTruncatedTo(); got != math.MaxInt64 {
+		t.Fatalf("second TakeTruncatedTo = %d", got)
+	}
+}

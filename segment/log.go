@@ -109,6 +109,7 @@ type Log struct {
 	unflushed     int64     // messages appended since the last flush
 	lastFlush     time.Time // time of the last flush
 	truncations   uint64    // bumped by every truncation, so stale flushers do not advance recoveryPoint
+	truncatedTo   int64     // lowest truncation target since TakeTruncatedTo; math.MaxInt64 none
 	closed        bool
 	// txnCompleteBelow: every abort marker below it has its .txnindex
 	// entry (TxnIndexCompleteBelow).

@@ -54,6 +54,7 @@ func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log
 		now:         time.Now,
 		cfg:         cfg.normalized(),
 		persistedRP: -1,
+		truncatedTo: math.MaxInt64,
 
 		txnCompleteBelow: math.MaxInt64,
 	}

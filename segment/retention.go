@@ -36,6 +36,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.truncateFullyLocked(offset)
 	}
 	l.truncations++
+	l.truncatedTo = min(l.truncatedTo, offset)
 	now := l.now()
 	i := l.segmentIndexLocked(offset)
 	for j := len(l.segments) - 1; j > i; j-- {
@@ -92,6 +93,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 
 func (l *Log) truncateFullyLocked(offset int64) error {
 	l.truncations++
+	l.truncatedTo = min(l.truncatedTo, offset)
 	for _, s := range l.segments {
 		if err := s.remove(); err != nil {
 			return l.errorf("truncate fully: %w", err)

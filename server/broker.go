@@ -151,6 +151,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		ReplicaFetchWait:  b.cfg.ReplicaFetchWaitMax,
 		// Checked with retention (log.retention.check.interval.ms).
 		ProducerIDExpiration: b.cfg.ProducerIDExpiration,
+		Cleaner: replica.CleanerConfig{
+			Enable:              b.cfg.LogCleanerEnable && b.cfg.LogCleanerThreads > 0,
+			Threads:             int(b.cfg.LogCleanerThreads),
+			DedupeBufferSize:    b.cfg.LogCleanerDedupeBufferSize,
+			IOMaxBytesPerSecond: b.cfg.LogCleanerIOMaxBytesPerSecond,
+			Backoff:             b.cfg.LogCleanerBackoff,
+		},
 	}
 	rcfg.OnStorageError = func(err error) {
 		select {
@@ -267,6 +274,11 @@ func (b *Broker) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		b.replicas.RunISRChecks(serveCtx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.replicas.RunCleaner(serveCtx)
 	}()
 	wg.Add(1)
 	go func() {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -66,5 +67,15 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 	}
 	pc.UncleanLeaderElect = eff["unclean.leader.election.enable"] == "true"
 	pc.Compacted = config.CleanupPolicyCompacts(eff["cleanup.policy"])
+	if pc.Compacted {
+		ratio, err := strconv.ParseFloat(eff["min.cleanable.dirty.ratio"], 64)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("config min.cleanable.dirty.ratio=%q: %w", eff["min.cleanable.dirty.ratio"], err)
+		}
+		pc.MinCleanableRatio = ratio
+		pc.DeleteRetention = msDur("delete.retention.ms", time.Duration(math.MaxInt64))
+		pc.MinCompactionLag = msDur("min.compaction.lag.ms", 0)
+		pc.MaxCompactionLag = msDur("max.compaction.lag.ms", 0) // too large for a Duration: no lag bound
+	}
 	return pc, firstErr
 }

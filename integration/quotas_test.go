@@ -99,7 +99,7 @@ func TestClientQuotasEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBad := map[string]string{
-		"{user=bob}":      "", // two entries for one entity: both fail as duplicates
+		"{user=bob}":     "", // two entries for one entity: both fail as duplicates
 		"{client-id=x}":  "Quota request_percentage must be greater than 0",
 		"{client-id=y}":  "consumer_byte_rate cannot be a fractional value.",
 		"{client-id=ok}": "ok",

@@ -90,6 +90,11 @@ type Config struct {
 	MaxConnections               int32
 	MaxConnectionsPerIP          int32
 	MaxConnectionsPerIPOverrides map[string]int32
+	// QuotaWindowNum and QuotaWindowSize are quota.window.num (default 11)
+	// and quota.window.size.seconds (default 1 s): client quota rates are
+	// kept over QuotaWindowNum windows of QuotaWindowSize.
+	QuotaWindowNum  int32
+	QuotaWindowSize time.Duration
 	// QueuedMaxRequestBytes is queued.max.request.bytes (default -1, no
 	// bound): bytes of requests read and not yet handled, across every
 	// connection; reading pauses at the bound.

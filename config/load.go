@@ -60,6 +60,8 @@ func Default() Config {
 		MaxConnections:        math.MaxInt32,
 		MaxConnectionsPerIP:   math.MaxInt32,
 		QueuedMaxRequestBytes: -1,
+		QuotaWindowNum:        11,
+		QuotaWindowSize:       time.Second,
 
 		ZookeeperSessionTimeout:    18 * time.Second,
 		ZookeeperConnectionTimeout: 18 * time.Second,
@@ -461,6 +463,8 @@ func properties() []prop {
 			},
 			get: func(c Config) string { return FormatConnectionOverrides(c.MaxConnectionsPerIPOverrides) },
 		},
+		int32Prop("quota.window.num", "windows client quota rates are kept over", 1, math.MaxInt32, func(c *Config) *int32 { return &c.QuotaWindowNum }),
+		durationProp("quota.window.size.seconds", "span of each client quota window", time.Second, 1, false, func(c *Config) *time.Duration { return &c.QuotaWindowSize }),
 		int64Prop("queued.max.request.bytes", "bytes of requests read and not yet handled, all connections together; reading pauses at it; -1 no bound", -1, math.MaxInt64, func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
 		durationProp("connections.max.idle.ms", "close a connection idle this long; -1 never", time.Millisecond, math.MinInt64, true, func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 

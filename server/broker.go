@@ -127,7 +127,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		viewChanged:  make(chan struct{}),
 		fatal:        make(chan error, 1),
 		quotas:       newConnQuotas(cfg, logger),
-		clientQuotas: newClientQuotas(quota.DefaultConfig, logger),
+		clientQuotas: newClientQuotas(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize}, logger),
 		requests:     newRequestPool(cfg.QueuedMaxRequestBytes),
 		tlsWriters:   sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
 		authz:        newAuthorization(cfg, logger),

@@ -3,12 +3,16 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/quota"
 	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -366,5 +370,41 @@ func TestFetchThrottling(t *testing.T) {
 	}
 	if got := b.fetchQuotaMaxBytes(context.Background(), 50<<20); got != 50<<20 {
 		t.Fatalf("without quotas: capped to %d", got)
+	}
+}
+
+// The Prometheus collector reports every rate kept: its throttle time,
+// its current rate and its limit, by type, user and client id.
+func TestClientQuotaMetrics(t *testing.T) {
+	q := newClientQuotas(quota.DefaultConfig, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	md := &controller.Metadata{ClientConfigs: map[string]map[string]string{"<default>": {controller.ProducerByteRate: "100"}}}
+	rq := &quotaState{md: md, user: "alice", clientID: "app"}
+	now := time.Now()
+	d, key := q.record(md, produceQuota, rq, 5000, now)
+	if d <= 0 {
+		t.Fatalf("no throttle for 5000 bytes under 100 B/s: %v", d)
+	}
+	q.noteThrottle(key, d)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(q)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["type"] != "Produce" || labels["user"] != "" || labels["client_id"] != "app" {
+				t.Fatalf("%s labels %v", f.GetName(), labels)
+			}
+			got[f.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	if got["kbroker_client_quota_throttle_time_ms_total"] != float64(d.Milliseconds()) || got["kbroker_client_quota_rate"] < 490 || got["kbroker_client_quota_rate"] > 500 || got["kbroker_client_quota_limit"] != 100 {
+		t.Fatalf("metrics %v (throttle %v)", got, d)
 	}
 }

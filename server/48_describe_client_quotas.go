@@ -81,7 +81,10 @@ func (f quotaFilter) matches(name *string) bool {
 	case f.name == nil:
 		return *name == controller.DefaultQuotaEntity
 	default:
-		return *name == *f.name
+		// An exact "<default>" names a user or client id spelled so,
+		// which kbroker never stores (Kafka's %3Cdefault%3E), not the
+		// default entity.
+		return *f.name != controller.DefaultQuotaEntity && *name == *f.name
 	}
 }
 

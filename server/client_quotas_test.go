@@ -176,6 +176,7 @@ func TestClientQuotaAPIs(t *testing.T) {
 		{"any user with default client id", true, []comp{{user, 2, ""}, {client, 1, ""}}, []string{
 			"user=<default>,client-id=<default>:producer_byte_rate=4", "user=alice,client-id=<default>:producer_byte_rate=2"}},
 		{"an unknown user", false, []comp{{user, 0, "nobody"}}, nil},
+		{"a user named <default> is not the default", true, []comp{{user, 0, "<default>"}}, nil},
 		{"a user with SCRAM credentials only", false, []comp{{user, 0, "scram-only"}}, nil},
 		{"ip: none kept", false, []comp{{"ip", 2, ""}}, nil},
 	} {

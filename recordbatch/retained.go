@@ -15,15 +15,24 @@ import (
 // control and timestamp-type bits are kept. The base timestamp becomes
 // the first kept record's timestamp and the max timestamp the largest kept
 // one (LogAppendTime batches keep the original max timestamp, as Kafka
-// passes it as logAppendTime). The records are written uncompressed:
-// Kafka recompresses with the original codec, kbroker does not yet.
-// records must not be empty.
-func BuildRetained(orig Header, records []kmsg.Record) []byte {
-	baseTs := orig.BaseTimestamp + records[0].TimestampDelta64
+// passes it as logAppendTime). With deleteHorizon >= 0 the batch carries
+// it instead as its base timestamp with DeleteHorizonBit set (KIP-534:
+// when the cleaner may drop its tombstones), the records' timestamp
+// deltas taken from it. The records are written uncompressed: Kafka
+// recompresses with the original codec, kbroker does not yet. records
+// must not be empty.
+func BuildRetained(orig Header, records []kmsg.Record, deleteHorizon int64) []byte {
+	// A record's timestamp is the base timestamp plus its delta, whether
+	// the base is a timestamp or a delete horizon.
+	origBase := orig.BaseTimestamp
+	baseTs := origBase + records[0].TimestampDelta64
+	if deleteHorizon >= 0 {
+		baseTs = deleteHorizon
+	}
 	maxTs := int64(-1)
 	b := make([]byte, HeaderSize, HeaderSize+len(records)*32)
 	for _, r := range records {
-		ts := orig.BaseTimestamp + r.TimestampDelta64
+		ts := origBase + r.TimestampDelta64
 		maxTs = max(maxTs, ts)
 		var rec []byte
 		rec = append(rec, byte(r.Attributes))
@@ -42,8 +51,22 @@ func BuildRetained(orig Header, records []kmsg.Record) []byte {
 	if orig.Attributes&TimestampTypeBit != 0 {
 		maxTs = orig.MaxTimestamp
 	}
+	attrs := orig.Attributes &^ DeleteHorizonBit
+	if deleteHorizon >= 0 {
+		attrs |= DeleteHorizonBit
+	}
+	orig.Attributes = attrs
 	putHeader(b, orig, baseTs, maxTs, int32(len(records)))
 	return b
+}
+
+// DeleteHorizon is the batch's delete horizon (KIP-534: the time after
+// which the cleaner removes its tombstones), or -1 when it has none.
+func (h Header) DeleteHorizon() int64 {
+	if h.Attributes&DeleteHorizonBit == 0 {
+		return -1
+	}
+	return h.BaseTimestamp
 }
 
 // BuildEmpty is Kafka's DefaultRecordBatch.writeEmptyHeader for a batch

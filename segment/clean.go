@@ -48,8 +48,10 @@ type CleanOptions struct {
 	// much of the dirty range one cleaning covers.
 	DedupeBufferBytes int64
 	// DeleteRetention is delete.retention.ms: how long tombstones are
-	// kept after the segment holding them was first cleaned.
+	// kept after the cleaning that first kept them (KIP-534).
 	DeleteRetention time.Duration
+	// Now is the time of the cleaning (delete horizons); zero: time.Now().
+	Now time.Time
 	// Throttle, if set, is called with the bytes read or written since
 	// the previous call (log.cleaner.io.max.bytes.per.second); it may
 	// sleep. It is never called with the log's lock held.
@@ -69,10 +71,9 @@ type CleanResult struct {
 	Groups                      int // cleaned segments written
 	SegmentsBefore              int // segments replaced
 	BytesRead, BytesWritten     int64
-	Kept, Rewritten             int // batches written as they were, rebuilt
-	Emptied, Dropped            int // batches kept as empty headers, removed
-	MapEntries                  int // keys in the offset map
-	DeleteHorizonMs             int64
+	Kept, Rewritten             int   // batches written as they were, rebuilt
+	Emptied, Dropped            int   // batches kept as empty headers, removed
+	MapEntries                  int   // keys in the offset map
 	MappedFrom, MappedUpToFirst int64 // the dirty range mapped, [from, to)
 }
 
@@ -175,20 +176,16 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	res.MapEntries = len(m.m)
 	res.MappedUpToFirst = end
 
-	// Kafka: the delete horizon is the last clean segment's modification
-	// time minus delete.retention.ms; 0 (keep every tombstone) on the
-	// first cleaning.
-	var horizon int64
 	var toClean []*cleanSource
 	for _, s := range srcs {
-		if s.seg.base < start {
-			horizon = s.mtime.UnixMilli() - opts.DeleteRetention.Milliseconds()
-		}
 		if s.seg.base < end && s.seg != active {
 			toClean = append(toClean, s)
 		}
 	}
-	res.DeleteHorizonMs = horizon
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
 	infos := make([]segmentInfo, len(toClean))
 	for i, s := range toClean {
 		infos[i] = s.info
@@ -200,7 +197,9 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		if g[1] < len(srcs) {
 			groupEnd = srcs[g[1]].seg.base
 		}
-		if err := l.cleanGroup(opts, group, groupEnd, &cleanFilter{offsets: m, aborts: aborts, lastData: lastData}, horizon, gen, &point, &res); err != nil {
+		f := &cleanFilter{offsets: m, aborts: aborts, lastData: lastData,
+			nowMs: now.UnixMilli(), deleteRetentionMs: opts.DeleteRetention.Milliseconds()}
+		if err := l.cleanGroup(opts, group, groupEnd, f, gen, &point, &res); err != nil {
 			return res, err
 		}
 		res.Groups++
@@ -274,7 +273,7 @@ func (l *Log) buildOffsetMap(opts CleanOptions, srcs []*cleanSource, start, uncl
 // cleanGroup writes the cleaned segment of one group as <base>.log.cleaned
 // (and <base>.txnindex.cleaned when the group has aborted transactions),
 // then swaps it in.
-func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64, f *cleanFilter, horizon int64, gen uint64, point *int, res *CleanResult) error {
+func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64, f *cleanFilter, gen uint64, point *int, res *CleanResult) error {
 	base := group[0].seg.base
 	logPath := segmentPath(l.dir, base, logSuffix+cleanedSuffix)
 	txnPath := segmentPath(l.dir, base, txnIndexSuffix+cleanedSuffix)
@@ -292,7 +291,6 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 	var mtime time.Time
 	var txns []AbortedTxn
 	for _, s := range group {
-		f.retainDeletes = s.mtime.UnixMilli() > horizon
 		if s.mtime.After(mtime) {
 			mtime = s.mtime
 		}
@@ -341,8 +339,8 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 	}
 	if err == nil {
 		// Kafka keeps the group's newest modification time, so time
-		// retention and the delete horizon see the data's age, not the
-		// cleaning's.
+		// retention of batches without timestamps sees the data's age,
+		// not the cleaning's.
 		err = os.Chtimes(logPath, mtime, mtime)
 	}
 	if err != nil {

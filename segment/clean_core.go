@@ -130,10 +130,13 @@ var errMapFull = fmt.Errorf("offset map full")
 type cleanFilter struct {
 	offsets *offsetMap
 	aborts  abortedRanges
-	// retainDeletes keeps tombstones: the segment was modified after the
-	// delete horizon (Kafka's legacy rule, segment.lastModified >
-	// lastModified of the last clean segment - delete.retention.ms).
-	retainDeletes bool
+	// nowMs and deleteRetentionMs decide tombstones as Kafka 3.x does for
+	// v2 batches (KIP-534): a batch whose tombstones a cleaning keeps for
+	// the first time gets a delete horizon nowMs+deleteRetentionMs; a
+	// later cleaning from that time on drops them. (Kafka's older rule,
+	// by the last clean segment's modification time, never drops them
+	// when the cleaned segments keep being regrouped with new ones.)
+	nowMs, deleteRetentionMs int64
 	// lastData maps a producer id to the last offset of its last data
 	// batch in the log; that batch is kept, empty if need be, so the
 	// producer's epoch and last sequence survive (Kafka's RETAIN_EMPTY
@@ -160,22 +163,26 @@ const (
 // transaction's data is gone; keeping them is always correct, only less
 // compact). Records: kept when past the map's latest offset (beyond what
 // this cleaning mapped), or keyed, at or after their key's latest offset,
-// and either with a value or while tombstones are retained. Records of
-// aborted transactions and records without a key are removed. A batch left
-// without records is dropped unless it is the last data batch of its
-// producer (kept as an empty header).
+// and either with a value or a tombstone before the batch's delete
+// horizon (or in a batch without one). Records of aborted transactions
+// and records without a key are removed. A batch that keeps a tombstone
+// and has no delete horizon is rewritten with one. A batch left without
+// records is dropped unless it is the last data batch of its producer
+// (kept as an empty header).
 func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, batchOutcome, error) {
 	if h.IsControl() {
 		return batch, batchKept, nil
 	}
 	discard := f.aborts.aborted(h)
 	var kept []kmsg.Record
-	total := 0
+	total, tombstones := 0, false
+	horizon := h.DeleteHorizon()
 	if !discard {
 		err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
 			total++
-			if retainRecord(f, h.BaseOffset+int64(r.OffsetDelta), r) {
+			if retainRecord(f, h.BaseOffset+int64(r.OffsetDelta), r, horizon) {
 				kept = append(kept, r)
+				tombstones = tombstones || r.Value == nil
 			}
 			return nil
 		})
@@ -183,11 +190,15 @@ func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, ba
 			return nil, 0, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
 		}
 	}
+	needHorizon := tombstones && horizon < 0
+	if needHorizon {
+		horizon = f.nowMs + f.deleteRetentionMs
+	}
 	switch {
-	case len(kept) > 0 && len(kept) == total:
+	case len(kept) > 0 && len(kept) == total && !needHorizon:
 		return batch, batchKept, nil
 	case len(kept) > 0:
-		return recordbatch.BuildRetained(h, kept), batchRewritten, nil
+		return recordbatch.BuildRetained(h, kept, horizon), batchRewritten, nil
 	case h.ProducerID >= 0 && f.lastData[h.ProducerID] == h.LastOffset():
 		if h.RecordCount == 0 {
 			return batch, batchKept, nil
@@ -198,8 +209,9 @@ func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, ba
 	}
 }
 
-// retainRecord is Kafka's shouldRetainRecord (legacy delete horizon).
-func retainRecord(f *cleanFilter, offset int64, r kmsg.Record) bool {
+// retainRecord is Kafka's shouldRetainRecord for v2 batches: horizon is
+// the batch's delete horizon (-1 none).
+func retainRecord(f *cleanFilter, offset int64, r kmsg.Record, horizon int64) bool {
 	if offset > f.offsets.latest {
 		return true
 	}
@@ -207,7 +219,8 @@ func retainRecord(f *cleanFilter, offset int64, r kmsg.Record) bool {
 		return false
 	}
 	latestForKey := offset >= f.offsets.get(r.Key)
-	return latestForKey && (r.Value != nil || f.retainDeletes)
+	retainDeletes := horizon < 0 || f.nowMs < horizon
+	return latestForKey && (r.Value != nil || retainDeletes)
 }
 
 // segmentInfo is what grouping needs of one segment.

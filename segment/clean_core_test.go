@@ -91,6 +91,10 @@ func TestFilterBatch(t *testing.T) {
 	producer.ProducerID, producer.ProducerEpoch, producer.BaseSequence = 7, 2, 30
 	txn := producer
 	txn.Attributes = recordbatch.TransactionalBit
+	// A batch a cleaning gave the delete horizon 2000 (KIP-534): the base
+	// timestamp is the horizon.
+	horizoned := plain
+	horizoned.Attributes, horizoned.FirstTimestamp = recordbatch.DeleteHorizonBit, 2000
 
 	// Map: a latest at 11, b latest at 20 (later batch), c latest at 12.
 	m := newOffsetMap(1 << 20)
@@ -104,24 +108,27 @@ func TestFilterBatch(t *testing.T) {
 	markerH, _ := recordbatch.Validate(marker)
 
 	tests := []struct {
-		name          string
-		spec          recordbatch.BatchSpec
-		recs          []kv
-		latest        int64 // overrides m.latest when set
-		retainDeletes bool
-		lastData      map[int64]int64
-		aborted       []AbortedTxn
-		want          batchOutcome
-		wantRecs      []string
+		name        string
+		spec        recordbatch.BatchSpec
+		recs        []kv
+		latest      int64 // overrides m.latest when set
+		now         int64
+		wantHorizon int64 // of the output batch; 0: none expected
+		lastData    map[int64]int64
+		aborted     []AbortedTxn
+		want        batchOutcome
+		wantRecs    []string
 	}{
 		{name: "all latest kept as is", spec: plain, recs: []kv{{key: "x", value: "0"}, {key: "a", value: "1"}, {key: "c", value: "2"}},
 			want: batchKept, wantRecs: []string{"10:x=0", "11:a=1", "12:c=2"}},
 		{name: "superseded removed, offsets kept", spec: plain, recs: []kv{{key: "a", value: "0"}, {key: "a", value: "1"}, {key: "b", value: "2"}},
 			want: batchRewritten, wantRecs: []string{"11:a=1"}},
-		{name: "tombstone kept before the horizon", spec: plain, recs: []kv{{key: "x", value: "0"}, {key: "a", tomb: true}},
-			retainDeletes: true, want: batchKept, wantRecs: []string{"10:x=0", "11:a=<nil>"}},
-		{name: "tombstone removed after the horizon", spec: plain, recs: []kv{{key: "x", value: "0"}, {key: "a", tomb: true}},
-			want: batchRewritten, wantRecs: []string{"10:x=0"}},
+		{name: "tombstone kept, batch gets its delete horizon", spec: plain, recs: []kv{{key: "x", value: "0"}, {key: "a", tomb: true}},
+			now: 1000, wantHorizon: 1500, want: batchRewritten, wantRecs: []string{"10:x=0", "11:a=<nil>"}},
+		{name: "tombstone kept before the horizon", spec: horizoned, recs: []kv{{key: "x", value: "0"}, {key: "a", tomb: true}},
+			now: 1999, want: batchKept, wantRecs: []string{"10:x=0", "11:a=<nil>"}},
+		{name: "tombstone removed at the horizon", spec: horizoned, recs: []kv{{key: "x", value: "0"}, {key: "a", tomb: true}},
+			now: 2000, wantHorizon: 2000, want: batchRewritten, wantRecs: []string{"10:x=0"}},
 		{name: "null key removed", spec: plain, recs: []kv{{nullKey: true, value: "0"}, {key: "a", value: "1"}},
 			want: batchRewritten, wantRecs: []string{"11:a=1"}},
 		{name: "past the mapped range kept", spec: plain, recs: []kv{{key: "b", value: "0"}, {key: "b", value: "1"}},
@@ -146,7 +153,7 @@ func TestFilterBatch(t *testing.T) {
 			if tc.latest != 0 {
 				mm.latest = tc.latest
 			}
-			f := &cleanFilter{offsets: &mm, retainDeletes: tc.retainDeletes, lastData: tc.lastData, aborts: newAbortedRanges(tc.aborted)}
+			f := &cleanFilter{offsets: &mm, nowMs: tc.now, deleteRetentionMs: 500, lastData: tc.lastData, aborts: newAbortedRanges(tc.aborted)}
 			out, outcome, err := filterBatch(b, h, f)
 			if err != nil {
 				t.Fatal(err)
@@ -175,6 +182,9 @@ func TestFilterBatch(t *testing.T) {
 				oh.ProducerID != h.ProducerID || oh.ProducerEpoch != h.ProducerEpoch || oh.BaseSequence != h.BaseSequence ||
 				oh.PartitionLeaderEpoch != h.PartitionLeaderEpoch || oh.IsTransactional() != h.IsTransactional() {
 				t.Fatalf("header %+v, from %+v", oh, h)
+			}
+			if tc.wantHorizon != 0 && oh.DeleteHorizon() != tc.wantHorizon {
+				t.Fatalf("delete horizon %d, want %d", oh.DeleteHorizon(), tc.wantHorizon)
 			}
 			if outcome == batchEmptied {
 				if oh.RecordCount != 0 || len(out) != recordbatch.HeaderSize {

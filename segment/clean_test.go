@@ -174,13 +174,14 @@ func TestCleanKeepsLatestValues(t *testing.T) {
 		}
 	}
 
-	// The second cleaning: the first cleaning's segments are older than
-	// the delete horizon (delete.retention.ms 0), so their tombstones go.
+	// The second cleaning, after delete.retention.ms: the tombstones the
+	// first one kept (and gave a delete horizon) go.
 	l = openLog(t, dir, cfg, true, nil)
 	defer l.Close()
 	all = append(all, writeKeyed(t, l, 40)...)
 	sizeBefore := l.Size()
-	res2, err := l.Clean(CleanOptions{FirstDirty: res.EndOffset, FirstUncleanable: math.MaxInt64, DedupeBufferBytes: 1 << 20})
+	res2, err := l.Clean(CleanOptions{FirstDirty: res.EndOffset, FirstUncleanable: math.MaxInt64, DedupeBufferBytes: 1 << 20,
+		DeleteRetention: time.Hour, Now: time.Now().Add(time.Hour + time.Second)})
 	if err != nil {
 		t.Fatalf("second Clean: %v", err)
 	}

@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// compactionModel is what a compacted topic must end up holding: the
+// latest value of every key, deleted keys absent.
+type compactionModel struct {
+	latest  map[string]string
+	deleted map[string]bool
+}
+
+func (m *compactionModel) put(key string, value []byte) {
+	if value == nil {
+		delete(m.latest, key)
+		m.deleted[key] = true
+		return
+	}
+	m.latest[key] = string(value)
+	delete(m.deleted, key)
+}
+
+// cleanerCheckpoint reads a partition's offset from the broker's
+// cleaner-offset-checkpoint (-1 when absent).
+func cleanerCheckpoint(t testing.TB, dataDir, topic string, partition int) int64 {
+	b, err := os.ReadFile(filepath.Join(dataDir, "cleaner-offset-checkpoint"))
+	if err != nil {
+		return -1
+	}
+	lines := strings.Split(string(b), "\n")
+	for _, l := range lines[min(2, len(lines)):] {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[0] == topic && f[1] == strconv.Itoa(partition) {
+			n, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				t.Fatalf("cleaner checkpoint line %q", l)
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+type readRecord struct {
+	offset int64
+	key    string
+	value  []byte
+}
+
+// readAll consumes partition 0 of topic from the start up to its end
+// offset, checking that offsets strictly increase.
+func readAll(t testing.TB, ctx context.Context, addr, topic string) []readRecord {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	end := listEnd(t, ctx, addr, topic)
+	var out []readRecord
+	last := int64(-1)
+	for last < end-1 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s: at offset %d of %d: %v", topic, last, end, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset <= last {
+				t.Fatalf("offset %d after %d", r.Offset, last)
+			}
+			last = r.Offset
+			out = append(out, readRecord{r.Offset, string(r.Key), r.Value})
+		})
+	}
+	return out
+}
+
+func listEnd(t testing.TB, ctx context.Context, addr, topic string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var end int64 = -1
+	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		o, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		lo, ok := o.Lookup(topic, 0)
+		if !ok || lo.Err != nil {
+			return fmt.Errorf("end offset of %s: %v", topic, lo.Err)
+		}
+		end = lo.Offset
+		return nil
+	})
+	return end
+}
+
+// checkCompacted compares what a read from the start gives with the
+// model: every live key exactly once with its latest value (when
+// exactOnce: the whole range was cleaned), no deleted key (when
+// tombstonesGone).
+func checkCompacted(recs []readRecord, m *compactionModel, keyPrefix string, exactOnce, tombstonesGone bool) error {
+	seen := map[string]int{}
+	final := map[string]string{}
+	for _, r := range recs {
+		if !strings.HasPrefix(r.key, keyPrefix) {
+			continue
+		}
+		seen[r.key]++
+		if r.value == nil {
+			if tombstonesGone {
+				return fmt.Errorf("tombstone of %s at offset %d after delete.retention.ms", r.key, r.offset)
+			}
+			delete(final, r.key)
+			continue
+		}
+		final[r.key] = string(r.value)
+	}
+	for k, v := range m.latest {
+		if !strings.HasPrefix(k, keyPrefix) {
+			continue
+		}
+		if final[k] != v {
+			return fmt.Errorf("key %s reads %q, latest written %q", k, final[k], v)
+		}
+		if exactOnce && seen[k] != 1 {
+			return fmt.Errorf("key %s read %d times", k, seen[k])
+		}
+	}
+	for k := range m.deleted {
+		if _, ok := final[k]; ok {
+			return fmt.Errorf("deleted key %s reads %q", k, final[k])
+		}
+		if tombstonesGone && seen[k] > 0 {
+			return fmt.Errorf("deleted key %s still read %d times", k, seen[k])
+		}
+	}
+	return nil
+}
+
+// TestCompactionEmbedded: 100,000 keyed records over 1,000 keys on a
+// compacted topic (franz-go), tombstones from franz-go and from kcat -Z,
+// small segments that roll by size and by segment.ms. Once the cleaner
+// checkpoint passes the data, a read from the start gives exactly one
+// record per live key, its latest value, no deleted key after
+// delete.retention.ms (the first cleaning keeps the tombstones and gives
+// their batches a delete horizon, KIP-534; a cleaning after it drops
+// them), offsets increasing; the same after a broker restart.
+func TestCompactionEmbedded(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat not installed")
+	}
+	b := StartBroker(t, "log.cleaner.backoff.ms=100")
+	ctx := testContext(t, 180*time.Second)
+	const topic = "compacted"
+	configs := map[string]*string{}
+	for k, v := range map[string]string{"cleanup.policy": "compact", "segment.bytes": "131072", "segment.ms": "1000",
+		"min.cleanable.dirty.ratio": "0", "delete.retention.ms": "1000"} {
+		configs[k] = &v
+	}
+	if _, err := b.Admin(t).CreateTopic(ctx, 1, 1, configs, topic); err != nil {
+		t.Fatal(err)
+	}
+	m := &compactionModel{latest: map[string]string{}, deleted: map[string]bool{}}
+	cl := b.Client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const records, keys = 100_000, 1000
+	var batch []*kgo.Record
+	for i := 0; i < records; i++ {
+		key := fmt.Sprintf("key-%04d", i%keys)
+		value := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%40)))
+		if i%97 == 0 || (i >= records-keys && i%keys < 50) {
+			value = nil // deleted; most come back later, keys 0..49 stay deleted
+		}
+		m.put(key, value)
+		batch = append(batch, &kgo.Record{Key: []byte(key), Value: value})
+		if len(batch) == 5000 {
+			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+	// kcat -Z: an empty value is a null one (a tombstone) for keys 50..59.
+	var in strings.Builder
+	for k := 50; k < 60; k++ {
+		key := fmt.Sprintf("key-%04d", k)
+		fmt.Fprintf(&in, "%s:\n", key)
+		m.put(key, nil)
+	}
+	cmd := exec.Command("kcat", "-P", "-b", b.Addr(), "-t", topic, "-p", "0", "-K", ":", "-Z")
+	cmd.Stdin = strings.NewReader(in.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -Z: %v: %s", err, out)
+	}
+	dataEnd := listEnd(t, ctx, b.Addr(), topic)
+	t.Logf("wrote %d records, log end %d", records+10, dataEnd)
+
+	// The active segment is never cleaned: a record after segment.ms
+	// rolls it. A filler key every segment.ms keeps rolling, so later
+	// cleanings come and tombstones reach the delete horizon.
+	filler := 0
+	fill := func() {
+		filler++
+		value := []byte(strconv.Itoa(filler))
+		m.put("filler", value)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("filler"), Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	checkFor(t, 60*time.Second, 1100*time.Millisecond, func() error {
+		fill()
+		if c := cleanerCheckpoint(t, b.DataDir(), topic, 0); c < dataEnd {
+			return fmt.Errorf("cleaner checkpoint %d, data up to %d", c, dataEnd)
+		}
+		return nil
+	})
+	t.Logf("cleaner checkpoint passed the data after %v", time.Since(start).Round(time.Millisecond))
+	recs := readAll(t, ctx, b.Addr(), topic)
+	if err := checkCompacted(recs, m, "key-", true, false); err != nil {
+		t.Fatalf("after the first cleaning: %v", err)
+	}
+	t.Logf("read %d records after cleaning (%d written)", len(recs), dataEnd)
+
+	checkFor(t, 60*time.Second, 1100*time.Millisecond, func() error {
+		fill()
+		return checkCompacted(readAll(t, ctx, b.Addr(), topic), m, "key-", true, true)
+	})
+	t.Logf("tombstones gone after %v", time.Since(start).Round(time.Millisecond))
+
+	b.Restart()
+	ctx = testContext(t, 60*time.Second)
+	recs = readAll(t, ctx, b.Addr(), topic)
+	if err := checkCompacted(recs, m, "", false, true); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if err := checkCompacted(recs, m, "key-", true, true); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+}

@@ -170,47 +170,14 @@ func TestCompactionEmbedded(t *testing.T) {
 	b := StartBroker(t, "log.cleaner.backoff.ms=100")
 	ctx := testContext(t, 180*time.Second)
 	const topic = "compacted"
-	configs := map[string]*string{}
-	for k, v := range map[string]string{"cleanup.policy": "compact", "segment.bytes": "131072", "segment.ms": "1000",
-		"min.cleanable.dirty.ratio": "0", "delete.retention.ms": "1000"} {
-		configs[k] = &v
-	}
-	if _, err := b.Admin(t).CreateTopic(ctx, 1, 1, configs, topic); err != nil {
+	if _, err := b.Admin(t).CreateTopic(ctx, 1, 1, compactionTopicConfigs(), topic); err != nil {
 		t.Fatal(err)
 	}
 	m := &compactionModel{latest: map[string]string{}, deleted: map[string]bool{}}
 	cl := b.Client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	const records, keys = 100_000, 1000
-	var batch []*kgo.Record
-	for i := 0; i < records; i++ {
-		key := fmt.Sprintf("key-%04d", i%keys)
-		value := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%40)))
-		if i%97 == 0 || (i >= records-keys && i%keys < 50) {
-			value = nil // deleted; most come back later, keys 0..49 stay deleted
-		}
-		m.put(key, value)
-		batch = append(batch, &kgo.Record{Key: []byte(key), Value: value})
-		if len(batch) == 5000 {
-			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			batch = nil
-		}
-	}
-	// kcat -Z: an empty value is a null one (a tombstone) for keys 50..59.
-	var in strings.Builder
-	for k := 50; k < 60; k++ {
-		key := fmt.Sprintf("key-%04d", k)
-		fmt.Fprintf(&in, "%s:\n", key)
-		m.put(key, nil)
-	}
-	cmd := exec.Command("kcat", "-P", "-b", b.Addr(), "-t", topic, "-p", "0", "-K", ":", "-Z")
-	cmd.Stdin = strings.NewReader(in.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat -Z: %v: %s", err, out)
-	}
+	writeCompactionWorkload(t, ctx, cl, b.Addr(), topic, m)
 	dataEnd := listEnd(t, ctx, b.Addr(), topic)
-	t.Logf("wrote %d records, log end %d", records+10, dataEnd)
+	t.Logf("wrote %d records, log end %d", compactionRecords+10, dataEnd)
 
 	// The active segment is never cleaned: a record after segment.ms
 	// rolls it. A filler key every segment.ms keeps rolling, so later
@@ -253,5 +220,150 @@ func TestCompactionEmbedded(t *testing.T) {
 	}
 	if err := checkCompacted(recs, m, "key-", true, true); err != nil {
 		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// compactionRecords and compactionKeys size the workload: 100,000 keyed
+// records over 1,000 keys.
+const compactionRecords, compactionKeys = 100_000, 1000
+
+// compactionTopicConfigs make a compacted topic that rolls by size and
+// every second, is cleaned whenever anything is dirty, and keeps
+// tombstones one second after a cleaning.
+func compactionTopicConfigs() map[string]*string {
+	configs := map[string]*string{}
+	for k, v := range map[string]string{"cleanup.policy": "compact", "segment.bytes": "131072", "segment.ms": "1000",
+		"min.cleanable.dirty.ratio": "0", "delete.retention.ms": "1000"} {
+		configs[k] = &v
+	}
+	return configs
+}
+
+// writeCompactionWorkload writes the keyed records with franz-go
+// (tombstones for keys written at i%97==0, most of them written again
+// later, and for keys 0..49 at the end) and tombstones for keys 50..59
+// with kcat -Z (an empty value sent as null), recording them in m.
+func writeCompactionWorkload(t testing.TB, ctx context.Context, cl *kgo.Client, bootstrap, topic string, m *compactionModel) {
+	t.Helper()
+	var batch []*kgo.Record
+	for i := 0; i < compactionRecords; i++ {
+		key := fmt.Sprintf("key-%04d", i%compactionKeys)
+		value := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%40)))
+		if i%97 == 0 || (i >= compactionRecords-compactionKeys && i%compactionKeys < 50) {
+			value = nil
+		}
+		m.put(key, value)
+		batch = append(batch, &kgo.Record{Key: []byte(key), Value: value})
+		if len(batch) == 5000 {
+			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+	var in strings.Builder
+	for k := 50; k < 60; k++ {
+		key := fmt.Sprintf("key-%04d", k)
+		fmt.Fprintf(&in, "%s:\n", key)
+		m.put(key, nil)
+	}
+	cmd := exec.Command("kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", ":", "-Z", "-X", "acks=all")
+	cmd.Stdin = strings.NewReader(in.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -Z: %v: %s", err, out)
+	}
+}
+
+// TestCompactionCluster: the same workload on an RF 3 compacted topic of
+// a 3-broker cluster, one follower down while it is written. Every
+// replica cleans its own log (each broker's cleaner checkpoint passes the
+// data); the stopped follower comes back and copies the cleaned leader,
+// holes and all, and cleans on; after tombstones are gone on the leader,
+// the leader is killed (kill -9) and then the other follower too, so the
+// follower that copied the cleaned log leads, and a read from the start
+// gives every live key once with its latest value, no deleted key; the
+// same after a restart of every broker.
+func TestCompactionCluster(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat not installed")
+	}
+	c := startCluster(t, clusterOpts{brokers: 3, chroot: "/kbroker/compaction", replicated: true, lag: 10 * time.Second,
+		extra: []string{"log.cleaner.backoff.ms=100", "min.insync.replicas=1"}})
+	const topic = "compacted-rf3"
+	states := c.createTopic(topic, 1, compactionTopicConfigs())
+	leader := states[0].Leader
+	late := otherThan(3, leader)[0]
+	other := otherThan(3, leader, late)[0]
+	c.broker(late).Stop()
+	ctx := testContext(t, 300*time.Second)
+
+	m := &compactionModel{latest: map[string]string{}, deleted: map[string]bool{}}
+	cl := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	writeCompactionWorkload(t, ctx, cl, c.broker(leader).Addr(), topic, m)
+	dataEnd := listEnd(t, ctx, c.broker(leader).Addr(), topic)
+	filler := 0
+	fill := func() {
+		filler++
+		value := []byte(strconv.Itoa(filler))
+		m.put("filler", value)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("filler"), Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cleanedOn := func(ids ...int32) func() error {
+		return func() error {
+			fill()
+			for _, id := range ids {
+				if ck := cleanerCheckpoint(t, c.broker(id).DataDir(), topic, 0); ck < dataEnd {
+					return fmt.Errorf("broker %d: cleaner checkpoint %d, data up to %d", id, ck, dataEnd)
+				}
+			}
+			return nil
+		}
+	}
+	start := time.Now()
+	checkFor(t, 90*time.Second, 1100*time.Millisecond, cleanedOn(leader, other))
+	t.Logf("leader %d and follower %d cleaned past %d in %v", leader, other, dataEnd, time.Since(start).Round(time.Millisecond))
+	checkFor(t, 90*time.Second, 1100*time.Millisecond, func() error {
+		fill()
+		return checkCompacted(readAll(t, ctx, c.broker(leader).Addr(), topic), m, "key-", true, true)
+	})
+	t.Logf("tombstones gone on the leader after %v", time.Since(start).Round(time.Millisecond))
+
+	c.broker(late).Restart()
+	c.waitSettled(60*time.Second, topic, 1, 3)
+	checkFor(t, 90*time.Second, 1100*time.Millisecond, cleanedOn(late))
+	t.Logf("follower %d copied the cleaned leader and cleaned its log", late)
+
+	c.broker(leader).Kill()
+	c.broker(other).Kill()
+	c.waitPartState(60*time.Second, topic, 0, func(s zkPartState) error {
+		if s.Leader != late {
+			return fmt.Errorf("leader %d, want %d", s.Leader, late)
+		}
+		return nil
+	})
+	addr := c.broker(late).Addr()
+	var recs []readRecord
+	checkFor(t, 60*time.Second, 200*time.Millisecond, func() error {
+		recs = readAll(t, ctx, addr, topic)
+		return checkCompacted(recs, m, "", false, true)
+	})
+	if err := checkCompacted(recs, m, "key-", true, true); err != nil {
+		t.Fatalf("on broker %d after the others died: %v", late, err)
+	}
+
+	for _, id := range []int32{leader, other} {
+		c.waitUnregistered(id)
+		c.broker(id).Restart()
+	}
+	c.broker(late).Restart()
+	c.waitSettled(90*time.Second, topic, 1, 3)
+	recs = readAll(t, ctx, c.broker(late).Addr(), topic)
+	if err := checkCompacted(recs, m, "", false, true); err != nil {
+		t.Fatalf("after restarting every broker: %v", err)
+	}
+	if err := checkCompacted(recs, m, "key-", true, true); err != nil {
+		t.Fatalf("after restarting every broker: %v", err)
 	}
 }

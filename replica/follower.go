@@ -192,10 +192,13 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		if h.NextOffset() <= leo {
 			continue // already have it (the fetch started mid-batch)
 		}
-		if h.BaseOffset != leo {
+		if h.BaseOffset < leo {
 			return appended, fmt.Errorf("leader sent %s batch at %d, log ends at %d: %w", p.tp, h.BaseOffset, leo, segment.ErrUnexpectedOffset)
 		}
-		if err := p.appendLocked(batch, h, p.abortOfLocked(h, batch)); err != nil {
+		// A batch above the log end follows a gap the leader's log
+		// cleaner made: offsets are never rewritten, so a compacted
+		// log is copied with its holes, as Kafka's followers do.
+		if err := p.appendLocked(batch, h, p.abortOfLocked(h, batch), true); err != nil {
 			return appended, p.storageFailed(fmt.Errorf("append to follower %s: %w", p.tp, err))
 		}
 		p.applyBatchLocked(h, batch)

@@ -322,7 +322,7 @@ func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Heade
 			recordbatch.SetLogAppendTime(batch, res.LogAppendTime)
 			h.MaxTimestamp = res.LogAppendTime
 		}
-		if err := p.appendLocked(batch, h, nil); err != nil {
+		if err := p.appendLocked(batch, h, nil, false); err != nil {
 			return AppendResult{}, p.storageFailed(fmt.Errorf("append to %s: %w", p.tp, err))
 		}
 		p.producers.update(h, res.LogAppendTime)
@@ -489,7 +489,7 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	if a, ok := p.producers.abortFor(h, c); ok {
 		abort = &a
 	}
-	if err := p.appendLocked(batch, h, abort); err != nil {
+	if err := p.appendLocked(batch, h, abort, false); err != nil {
 		return AppendResult{}, p.storageFailed(fmt.Errorf("append marker to %s: %w", p.tp, err))
 	}
 	p.producers.completeTxn(h, c)
@@ -512,14 +512,18 @@ func (p *Partition) Producers() []ProducerInfo {
 // entry of the transaction it aborts (abort, for an abort marker). When the
 // append rolled to a new segment, a producer snapshot is taken at its base
 // (Kafka's roll): the state before this batch, which the caller applies
-// after.
-func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *AbortedTxn) error {
+// after. A follower (asFollower) appends what the leader sent, which may
+// start above the log end where the leader's cleaner removed batches.
+func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *AbortedTxn, asFollower bool) error {
 	active := p.log.ActiveSegmentBase()
 	leo := p.log.EndOffset()
 	var err error
-	if abort != nil {
+	switch {
+	case asFollower:
+		err = p.log.AppendAsFollower(batch, h, abort)
+	case abort != nil:
 		err = p.log.AppendAbortMarker(batch, h, *abort)
-	} else {
+	default:
 		err = p.log.Append(batch, h)
 	}
 	if err != nil {

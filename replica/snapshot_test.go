@@ -81,7 +81,7 @@ func appendTestBatch(t *testing.T, p *Partition, b []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.appendLocked(b, h, p.abortOfLocked(h, b)); err != nil {
+	if err := p.appendLocked(b, h, p.abortOfLocked(h, b), false); err != nil {
 		t.Fatal(err)
 	}
 	p.applyBatchLocked(h, b)

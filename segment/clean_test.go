@@ -510,3 +510,69 @@ func TestSegmentStatsAndTruncatedTo(t *testing.T) {
 		t.Fatalf("second TakeTruncatedTo = %d", got)
 	}
 }
+
+// TestAppendAsFollowerCopiesHoles: a follower copies a cleaned leader's
+// batches with the holes between them, rolling where needed, and reads
+// and reopens the same.
+func TestAppendAsFollowerCopiesHoles(t *testing.T) {
+	leaderDir := t.TempDir()
+	leader := openLog(t, leaderDir, cleanConfig(), true, nil)
+	defer leader.Close()
+	writeKeyed(t, leader, 150)
+	if _, err := leader.Clean(CleanOptions{FirstUncleanable: math.MaxInt64, DedupeBufferBytes: 1 << 20, DeleteRetention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	want := logRecords(t, leader)
+	b, err := leader.Read(0, math.MaxInt32, math.MaxInt64, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches, hs, err := recordbatch.Split(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := cleanConfig()
+	cfg.SegmentBytes = 300 // rolls at the gaps too
+	f := openLog(t, dir, cfg, true, nil)
+	gaps := 0
+	for i, batch := range batches {
+		if hs[i].BaseOffset != f.EndOffset() {
+			gaps++
+		}
+		if err := f.AppendAsFollower(batch, hs[i], nil); err != nil {
+			t.Fatalf("batch at %d: %v", hs[i].BaseOffset, err)
+		}
+	}
+	if gaps == 0 {
+		t.Fatal("the cleaned leader has no holes to copy")
+	}
+	if err := f.AppendAsFollower(batches[0], hs[0], nil); !errors.Is(err, ErrUnexpectedOffset) {
+		t.Fatalf("a batch below the log end: %v", err)
+	}
+	if f.EndOffset() != leader.EndOffset() {
+		t.Fatalf("follower ends at %d, leader at %d", f.EndOffset(), leader.EndOffset())
+	}
+	if got := logRecords(t, f); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("follower reads\n%v\nwant\n%v", got, want)
+	}
+	crash(f)
+	f = openLog(t, dir, cfg, false, nil)
+	defer f.Close()
+	if got := logRecords(t, f); fmt.Sprint(got) != fmt.Sprint(want) || f.EndOffset() != leader.EndOffset() {
+		t.Fatalf("after recovery the follower reads\n%v\nwant\n%v", got, want)
+	}
+	// Reads from inside a hole start at the next batch.
+	if len(want) > 2 {
+		hole := want[1].offset - 1
+		if hole > want[0].offset {
+			got, err := f.Read(hole, 1<<20, math.MaxInt64, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := recordbatch.ParseHeader(got); h.LastOffset() < hole {
+				t.Fatalf("read from %d returned a batch ending at %d", hole, h.LastOffset())
+			}
+		}
+	}
+}

@@ -182,9 +182,26 @@ func (l *Log) Append(batch []byte, h recordbatch.Header) error {
 	return l.append(batch, h, nil)
 }
 
+// AppendAsFollower is Append for a batch copied from the leader, with the
+// .txnindex entry of the transaction it aborts when abort is set. Its base
+// offset may lie above the log end offset: where the leader's log cleaner
+// removed batches (Kafka's appendAsFollower takes any increasing offsets).
+// A segment rolled for such a batch starts at the batch's base offset.
+func (l *Log) AppendAsFollower(batch []byte, h recordbatch.Header, abort *AbortedTxn) error {
+	if abort != nil && abort.LastOffset != h.BaseOffset {
+		return l.errorf("append abort marker at %d with an index entry for %d", h.BaseOffset, abort.LastOffset)
+	}
+	return l.appendChecked(batch, h, abort, true)
+}
+
 // append is Append, with the .txnindex entry of an abort marker when abort
 // is set.
 func (l *Log) append(batch []byte, h recordbatch.Header, abort *AbortedTxn) error {
+	return l.appendChecked(batch, h, abort, false)
+}
+
+// appendChecked appends at the log end offset, or above it with gapOK.
+func (l *Log) appendChecked(batch []byte, h recordbatch.Header, abort *AbortedTxn, gapOK bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -193,12 +210,17 @@ func (l *Log) append(batch []byte, h recordbatch.Header, abort *AbortedTxn) erro
 	if len(batch) != h.Size() {
 		return l.errorf("append: batch is %d bytes, header says %d", len(batch), h.Size())
 	}
-	if leo := l.endOffsetLocked(); h.BaseOffset != leo {
+	leo := l.endOffsetLocked()
+	if h.BaseOffset != leo && !(gapOK && h.BaseOffset > leo) {
 		return l.errorf("append at offset %d, log end offset %d: %w", h.BaseOffset, leo, ErrUnexpectedOffset)
 	}
 	now := l.now()
 	if l.shouldRollLocked(h, now) {
-		if err := l.rollLocked(now); err != nil {
+		base := leo
+		if gapOK {
+			base = h.BaseOffset
+		}
+		if err := l.rollToLocked(now, base); err != nil {
 			return err
 		}
 	}
@@ -260,8 +282,13 @@ func (l *Log) shouldRollLocked(h recordbatch.Header, now time.Time) bool {
 // segment's index files are trimmed and its files are fsynced in the
 // background; the recovery point advances once that is done.
 func (l *Log) rollLocked(now time.Time) error {
+	return l.rollToLocked(now, l.activeLocked().next)
+}
+
+// rollToLocked is rollLocked with the new segment's base offset, which may
+// lie above the log end offset (a follower's batch after a cleaned gap).
+func (l *Log) rollToLocked(now time.Time, base int64) error {
 	old := l.activeLocked()
-	base := old.next
 	seg, err := openSegment(l.dir, base, true, now)
 	if err != nil {
 		return l.errorf("roll to %d: %w", base, err)

@@ -413,3 +413,106 @@ func franzOffsets(recs []readRecord) map[string]bool {
 	}
 	return set
 }
+
+// TestCompactionKilledWhileCleaning kills the broker (SIGKILL, from inside
+// its own cleaner: KBROKER_TEST_CLEANER_KILL_AT) at every point of the
+// cleaner's swap protocol in turn, in the first cleaning (min.compaction.lag.ms
+// makes it the first segment's alone). Each time the restarted broker
+// reads every key's latest value, no deleted key, offsets increasing (it
+// may have cleaned again by then), and once its cleaner has caught up,
+// exactly one record per live key. That the log is then exactly the old
+// or the new one is TestCleanCrashAtEveryPoint's (segment), in process.
+func TestCompactionKilledWhileCleaning(t *testing.T) {
+	const topic = "killed"
+	killed := 0
+	for k := 0; ; k++ {
+		if k > 100 {
+			t.Fatal("the cleaning never got past 100 points")
+		}
+		var died bool
+		t.Run(fmt.Sprintf("point%d", k), func(t *testing.T) {
+			t.Setenv("KBROKER_TEST_CLEANER_KILL_AT", strconv.Itoa(k))
+			b := StartBroker(t, "log.cleaner.backoff.ms=50")
+			ctx := testContext(t, 90*time.Second)
+			configs := compactionTopicConfigs()
+			big, lag, roll := "1048576", "3000", "300"
+			configs["segment.bytes"], configs["min.compaction.lag.ms"], configs["segment.ms"] = &big, &lag, &roll
+			if _, err := b.Admin(t).CreateTopic(ctx, 1, 1, configs, topic); err != nil {
+				t.Fatal(err)
+			}
+			m := &compactionModel{latest: map[string]string{}, deleted: map[string]bool{}}
+			cl := b.Client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+				kgo.RecordDeliveryTimeout(20*time.Second))
+			// Three bursts a segment.ms apart: one cleaning of one group
+			// of segments, which min.compaction.lag.ms holds back until
+			// everything is written.
+			written := 0
+			for burst := 0; burst < 4; burst++ {
+				var recs []*kgo.Record
+				n := 1500
+				if burst == 3 {
+					n = 1 // rolls the third burst's segment
+				}
+				for i := 0; i < n; i++ {
+					j := burst*1500 + i
+					key := fmt.Sprintf("key-%03d", j%100)
+					if burst == 3 {
+						key = "filler" // stays in the active segment, never cleaned
+					}
+					value := []byte(fmt.Sprintf("value-%d", j))
+					if j%37 == 0 || (burst == 2 && i >= 1400 && j%100 < 10) {
+						value = nil
+					}
+					m.put(key, value)
+					recs = append(recs, &kgo.Record{Key: []byte(key), Value: value})
+				}
+				if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				written += n
+				if burst < 3 {
+					time.Sleep(350 * time.Millisecond)
+				}
+			}
+			cl.Close()
+			deadline := time.Now().Add(15 * time.Second)
+			for b.Running() && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if b.Running() {
+				if c := cleanerCheckpoint(t, b.DataDir(), topic, 0); c < 0 {
+					t.Fatalf("neither killed nor cleaned within 15 s")
+				}
+				return // the cleaning has fewer points than k
+			}
+			died = true
+			t.Setenv("KBROKER_TEST_CLEANER_KILL_AT", "")
+			b.Restart()
+			recs := readAll(t, ctx, b.Addr(), topic)
+			if err := checkCompacted(recs, m, "key-", false, false); err != nil {
+				t.Fatalf("after the kill at point %d: %v", k, err)
+			}
+			t.Logf("killed at point %d; the restarted broker reads %d records of %d written", k, len(recs), written)
+			checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+				if c := cleanerCheckpoint(t, b.DataDir(), topic, 0); c < int64(written-1) {
+					return fmt.Errorf("cleaner checkpoint %d", c)
+				}
+				return nil
+			})
+			if err := checkCompacted(readAll(t, ctx, b.Addr(), topic), m, "key-", true, false); err != nil {
+				t.Fatalf("after the kill at point %d and a cleaning: %v", k, err)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+		if !died {
+			t.Logf("the broker was killed at each of %d points of the cleaning", killed)
+			if killed == 0 {
+				t.Fatal("never killed")
+			}
+			return
+		}
+		killed++
+	}
+}

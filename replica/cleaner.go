@@ -32,6 +32,9 @@ type CleanerConfig struct {
 	// and written bytes of all threads together; <= 0 or +Inf: no limit.
 	IOMaxBytesPerSecond float64
 	Backoff             time.Duration // log.cleaner.backoff.ms: sleep when nothing is cleanable
+	// Hook is segment.CleanOptions.Hook for every cleaning: crash tests
+	// only.
+	Hook func(point int) error
 }
 
 // cleanPlan is where one log's dirty section lies (Kafka's
@@ -283,6 +286,7 @@ func (c *logCleaner) clean(p *Partition, plan cleanPlan) {
 		DedupeBufferBytes: c.cfg.DedupeBufferSize / int64(c.cfg.Threads),
 		DeleteRetention:   cfg.DeleteRetention,
 		Throttle:          c.throttle.wait,
+		Hook:              c.cfg.Hook,
 	})
 	c.mu.Lock()
 	delete(c.inProgress, p.tp)

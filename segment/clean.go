@@ -57,10 +57,11 @@ type CleanOptions struct {
 	// sleep. It is never called with the log's lock held.
 	Throttle func(bytes int64)
 
-	// crashAt, for tests, is called at each point of the swap protocol
-	// with the number of points passed so far; an error stops the
-	// cleaning there and leaves the files as a crash would.
-	crashAt func(point int) error
+	// Hook, for crash tests only, is called at each point of the swap
+	// protocol with the number of points this cleaning passed so far; an
+	// error stops the cleaning there and leaves the files as a crash
+	// would (a test may also kill the process there).
+	Hook func(point int) error
 }
 
 // CleanResult says what one cleaning did.
@@ -353,7 +354,7 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.swapInLocked(group, base, groupEnd, len(txns) > 0, gen, point, opts.crashAt)
+	return l.swapInLocked(group, base, groupEnd, len(txns) > 0, gen, point, opts.Hook)
 }
 
 // writeTxnEntries writes a .txnindex file holding entries, fsynced.

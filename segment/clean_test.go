@@ -348,7 +348,7 @@ func TestCleanCrashAtEveryPoint(t *testing.T) {
 			copyDir(t, orig, ref)
 			l = openLog(t, ref, cleanCfg, true, nil)
 			points := 0
-			opts.crashAt = func(int) error { points++; return nil }
+			opts.Hook = func(int) error { points++; return nil }
 			res, err := l.Clean(opts)
 			if err != nil {
 				t.Fatal(err)
@@ -367,7 +367,7 @@ func TestCleanCrashAtEveryPoint(t *testing.T) {
 				copyDir(t, orig, dir)
 				l := openLog(t, dir, cleanCfg, true, nil)
 				o := opts
-				o.crashAt = func(p int) error {
+				o.Hook = func(p int) error {
 					if p == k {
 						return errInjectedCrash
 					}

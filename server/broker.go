@@ -157,6 +157,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			DedupeBufferSize:    b.cfg.LogCleanerDedupeBufferSize,
 			IOMaxBytesPerSecond: b.cfg.LogCleanerIOMaxBytesPerSecond,
 			Backoff:             b.cfg.LogCleanerBackoff,
+			Hook:                cleanerKillHook(b.logger),
 		},
 	}
 	rcfg.OnStorageError = func(err error) {

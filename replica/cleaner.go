@@ -224,7 +224,7 @@ func (c *logCleaner) run(ctx context.Context) {
 			}
 			continue
 		}
-		c.clean(p, plan)
+		c.clean(ctx, p, plan)
 	}
 }
 
@@ -274,8 +274,9 @@ func (c *logCleaner) pick(now time.Time) (*Partition, cleanPlan, bool) {
 	return parts[i], cands[i].plan, true
 }
 
-// clean cleans one log and records its new checkpoint.
-func (c *logCleaner) clean(p *Partition, plan cleanPlan) {
+// clean cleans one log and records its new checkpoint; the end of ctx
+// stops it.
+func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) {
 	p.mu.Lock()
 	cfg := p.cfg
 	p.mu.Unlock()
@@ -287,6 +288,7 @@ func (c *logCleaner) clean(p *Partition, plan cleanPlan) {
 		DeleteRetention:   cfg.DeleteRetention,
 		Throttle:          c.throttle.wait,
 		Hook:              c.cfg.Hook,
+		Stop:              ctx.Done(),
 	})
 	c.mu.Lock()
 	delete(c.inProgress, p.tp)

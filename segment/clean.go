@@ -57,6 +57,11 @@ type CleanOptions struct {
 	// sleep. It is never called with the log's lock held.
 	Throttle func(bytes int64)
 
+	// Stop, if set, ends the cleaning (ErrCleaningAborted) when it is
+	// closed, between batches: a broker shutting down does not wait for
+	// a long cleaning (Kafka's checkDone). Nothing is replaced then.
+	Stop <-chan struct{}
+
 	// Hook, for crash tests only, is called at each point of the swap
 	// protocol with the number of points this cleaning passed so far; an
 	// error stops the cleaning there and leaves the files as a crash
@@ -228,6 +233,16 @@ func (l *Log) readFailed(gen uint64, s *cleanSource, err error) error {
 	return l.errorf("clean: read %s: %w", s.seg.name(), err)
 }
 
+// stopped reports whether stop is closed (never for nil).
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func (l *Log) throttle(opts CleanOptions, n int64) {
 	if opts.Throttle != nil && n > 0 {
 		opts.Throttle(n)
@@ -247,6 +262,9 @@ func (l *Log) buildOffsetMap(opts CleanOptions, srcs []*cleanSource, start, uncl
 		}
 		sc := newBatchScanner(s.f, 0, s.size, true)
 		for sc.next() {
+			if stopped(opts.Stop) {
+				return nil, l.errorf("clean: stopped: %w", ErrCleaningAborted)
+			}
 			if sc.h.NextOffset() <= start {
 				continue
 			}
@@ -298,6 +316,10 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 		txns = append(txns, s.txns...)
 		sc := newBatchScanner(s.f, 0, s.size, true)
 		for sc.next() {
+			if stopped(opts.Stop) {
+				removeCleaned()
+				return l.errorf("clean: stopped: %w", ErrCleaningAborted)
+			}
 			b, outcome, err := filterBatch(sc.batch, sc.h, f)
 			if err != nil {
 				removeCleaned()

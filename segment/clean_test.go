@@ -576,3 +576,21 @@ func TestAppendAsFollowerCopiesHoles(t *testing.T) {
 		}
 	}
 }
+
+func TestCleanStops(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, cleanConfig(), true, nil)
+	defer l.Close()
+	writeKeyed(t, l, 60)
+	before := logRecords(t, l)
+	stop := make(chan struct{})
+	close(stop)
+	_, err := l.Clean(CleanOptions{FirstUncleanable: math.MaxInt64, DedupeBufferBytes: 1 << 20, Stop: stop})
+	if !errors.Is(err, ErrCleaningAborted) {
+		t.Fatalf("err %v, want ErrCleaningAborted", err)
+	}
+	if got := logRecords(t, l); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatal("a stopped cleaning changed the log")
+	}
+	assertNoCleanerFiles(t, dir)
+}

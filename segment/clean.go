@@ -522,6 +522,11 @@ func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bo
 		seg.close()
 		return l.errorf("clean: %w", err)
 	}
+	// The indexes are hints Open checks and rebuilds when damaged, so a
+	// failed fsync here only costs a rebuild after a crash.
+	if err := seg.sync(); err != nil {
+		l.logger.Warn("fsync of cleaned segment failed", "base_offset", base, "err", err)
+	}
 	segs := make([]*segment, 0, len(l.segments)-len(group)+1)
 	segs = append(segs, l.segments[:first]...)
 	segs = append(segs, seg)

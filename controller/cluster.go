@@ -58,7 +58,10 @@ type Cluster struct {
 
 	// viewMu serialises applying views, so subscribers see them in order;
 	// it guards seenEpoch and seenSeq.
-	viewMu      sync.Mutex
+	viewMu sync.Mutex
+	// zkDeleted are the topic ids under /kbroker/deleted_topics as this
+	// broker last read them (followDeletions); guarded by viewMu.
+	zkDeleted   map[[16]byte]bool
 	seenEpoch   int32
 	seenSeq     uint64
 	subscribers []func(*Metadata) // set before Start, then read-only
@@ -159,11 +162,47 @@ func (c *Cluster) applyView(controllerEpoch int32, md *Metadata) error {
 	if md.ClusterID == "" {
 		md.ClusterID = c.view.Load().ClusterID
 	}
+	c.publishLocked(withoutDeleted(md, c.zkDeleted))
+	return nil
+}
+
+// publishLocked makes md the view and tells the subscribers; viewMu held.
+func (c *Cluster) publishLocked(md *Metadata) {
 	c.view.Store(md)
 	for _, fn := range c.subscribers {
 		fn(md)
 	}
-	return nil
+}
+
+// followDeletions drops the topics under /kbroker/deleted_topics from
+// this broker's view as soon as ZooKeeper has them, until ctx ends. The
+// controller's view says the same, but a broker cut off from the
+// controller (not from ZooKeeper) would go on serving a deleted topic's
+// old incarnation to clients that ask it until it heals. Kafka's brokers
+// in ZooKeeper mode do that; kbroker closes the window.
+func (c *Cluster) followDeletions(ctx context.Context) {
+	ch, err := c.members.WatchDeletedTopicIDs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("not following topic deletions in ZooKeeper; the controller's views still bring them", "err", err)
+		}
+		return
+	}
+	for ids := range ch {
+		deleted := make(map[[16]byte]bool, len(ids))
+		for _, id := range ids {
+			deleted[id] = true
+		}
+		c.viewMu.Lock()
+		c.zkDeleted = deleted
+		if md := c.view.Load(); md != nil {
+			if nmd := withoutDeleted(md, deleted); nmd != md {
+				c.logger.Info("dropping deleted topics from the view ahead of the controller", "deleted", len(nmd.DeletedTopicIDs)-len(md.DeletedTopicIDs))
+				c.publishLocked(nmd)
+			}
+		}
+		c.viewMu.Unlock()
+	}
 }
 
 // Start registers the broker and campaigns for controller in the
@@ -178,6 +217,12 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	c.started.Store(true)
 	go c.run()
+	dctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-c.stop
+		cancel()
+	}()
+	go c.followDeletions(dctx)
 	return nil
 }
 

@@ -5,6 +5,7 @@
 package controller
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 
@@ -204,5 +205,34 @@ func cloneUserConfigs(in map[string]map[string]string) map[string]map[string]str
 	for user, configs := range in {
 		out[user] = maps.Clone(configs)
 	}
+	return out
+}
+
+// withoutDeleted returns md without the topics whose ids are in deleted,
+// those ids added to its DeletedTopicIDs (sorted) so that the broker
+// removes their replicas; md itself when it has none of them.
+func withoutDeleted(md *Metadata, deleted map[[16]byte]bool) *Metadata {
+	if len(deleted) == 0 {
+		return md
+	}
+	var drop []string
+	for name, t := range md.Topics {
+		if deleted[t.ID] {
+			drop = append(drop, name)
+		}
+	}
+	if len(drop) == 0 {
+		return md
+	}
+	out := md.clone()
+	out.Sequence = md.Sequence
+	for _, name := range drop {
+		id := out.Topics[name].ID
+		delete(out.Topics, name)
+		if !slices.Contains(out.DeletedTopicIDs, id) {
+			out.DeletedTopicIDs = append(out.DeletedTopicIDs, id)
+		}
+	}
+	slices.SortFunc(out.DeletedTopicIDs, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
 	return out
 }

@@ -91,6 +91,9 @@ type membership interface {
 	ResignController(ctx context.Context, epochZkVersion int32) error
 	SessionExpired() <-chan struct{}
 	Reconnect(ctx context.Context) (int64, error)
+	// WatchDeletedTopicIDs follows /kbroker/deleted_topics (see
+	// Cluster.followDeletions).
+	WatchDeletedTopicIDs(ctx context.Context) (<-chan []zk.TopicID, error)
 	Close()
 }
 

@@ -1,6 +1,7 @@
 package zk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,4 +116,37 @@ func (s *Store) SetDeletedTopic(ctx context.Context, epochZkVersion int32, d Del
 		return fmt.Errorf("update deleted topic %s (%s): %w", d.Topic, d.ID, err)
 	}
 	return nil
+}
+
+// WatchDeletedTopicIDs delivers the ids under /kbroker/deleted_topics now
+// and after every change, until ctx ends. A broker drops those topics from
+// its view at once: it may be cut off from the controller, whose view
+// saying so would not reach it, while its ZooKeeper session lives on.
+func (s *Store) WatchDeletedTopicIDs(ctx context.Context) (<-chan []TopicID, error) {
+	return watchLoop(ctx, s, func() ([]TopicID, <-chan gozk.Event, error) {
+		names, _, ev, err := s.conn.ChildrenW(s.abs(DeletedTopicsPath))
+		if errors.Is(err, gozk.ErrNoNode) {
+			// No deletion yet: watch for the parent's creation.
+			var exists bool
+			exists, _, ev, err = s.conn.ExistsW(s.abs(DeletedTopicsPath))
+			if err == nil && exists {
+				// Created in between: read again at once.
+				closed := make(chan gozk.Event)
+				close(closed)
+				return nil, closed, nil
+			}
+			return nil, ev, err
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ids := make([]TopicID, 0, len(names))
+		for _, name := range names {
+			if id, err := ParseTopicID(name); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(a, b TopicID) int { return bytes.Compare(a[:], b[:]) })
+		return ids, ev, nil
+	}, slices.Equal)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -102,29 +103,19 @@ func createACLsResults(n int, err error) []kmsg.CreateACLsResponseResult {
 func (b *Broker) forwardCreateACLs(ctx context.Context, req *kmsg.CreateACLsRequest, bindings []acl.Binding) []kmsg.CreateACLsResponseResult {
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	conn, ctrl, err := b.controllerConn()
-	if err != nil {
-		return createACLsResults(len(bindings), fmt.Errorf("%w: creating ACLs: %v", kerr.NotController, err))
-	}
-	if ctrl.ID == b.self.ID {
-		// This broker's view still names itself, but it no longer is the
-		// controller: sending the request to itself would only wait on
-		// its own controller connection.
-		return createACLsResults(len(bindings), fmt.Errorf("%w: broker %d is no longer the controller and does not know its successor yet", kerr.NotController, b.self.ID))
-	}
 	fwd := kmsg.NewPtrCreateACLsRequest()
 	fwd.Version = 3
 	fwd.Creations = slices.Clone(req.Creations)
 	for i := range fwd.Creations {
 		fwd.Creations[i].ResourcePatternType = bindings[i].Pattern
 	}
-	kresp, err := conn.Request(ctx, fwd)
+	kresp, ctrl, err := b.forwardToController(ctx, "creating ACLs", fwd)
 	if err != nil {
-		return createACLsResults(len(bindings), fmt.Errorf("%w: forwarding to controller %d: %v", kerr.NotController, ctrl.ID, err))
+		return createACLsResults(len(bindings), err)
 	}
 	results := kresp.(*kmsg.CreateACLsResponse).Results
 	if len(results) != len(bindings) {
-		return createACLsResults(len(bindings), fmt.Errorf("%w: controller %d answered %d results to %d creations", kerr.UnknownServerError, ctrl.ID, len(results), len(bindings)))
+		return createACLsResults(len(bindings), fmt.Errorf("%w: controller %d answered %d results to %d creations", kerr.UnknownServerError, ctrl, len(results), len(bindings)))
 	}
 	var want []acl.Binding
 	for i, r := range results {
@@ -132,7 +123,8 @@ func (b *Broker) forwardCreateACLs(ctx context.Context, req *kmsg.CreateACLsRequ
 			want = append(want, bindings[i])
 		}
 	}
-	b.waitACLView(ctx, ctrl.ID, "created", func(view []acl.Binding) bool {
+	b.awaitView(ctx, ctrl, "ACLs created", func(md *controller.Metadata) bool {
+		view := md.ACLs
 		for _, w := range want {
 			if !slices.Contains(view, w) {
 				return false
@@ -141,22 +133,4 @@ func (b *Broker) forwardCreateACLs(ctx context.Context, req *kmsg.CreateACLsRequ
 		return true
 	})
 	return results
-}
-
-// waitACLView waits until shows holds for this broker's ACLs, or ctx
-// ends (then it logs and returns: the controller made the change, the
-// view follows).
-func (b *Broker) waitACLView(ctx context.Context, ctrl int32, what string, shows func([]acl.Binding) bool) {
-	for {
-		next := b.nextView()
-		if shows(b.aclBindings()) {
-			return
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			b.logger.Warn("ACLs "+what+" through the controller but not yet in this broker's view; answering anyway", "controller", ctrl)
-			return
-		}
-	}
 }

@@ -118,27 +118,19 @@ func deleteACLsResults(n int, err error) []kmsg.DeleteACLsResponseResult {
 func (b *Broker) forwardDeleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest, filters []acl.Filter) []kmsg.DeleteACLsResponseResult {
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	conn, ctrl, err := b.controllerConn()
-	if err != nil {
-		return deleteACLsResults(len(filters), fmt.Errorf("%w: deleting ACLs: %v", kerr.NotController, err))
-	}
-	if ctrl.ID == b.self.ID {
-		// See forwardCreateACLs.
-		return deleteACLsResults(len(filters), fmt.Errorf("%w: broker %d is no longer the controller and does not know its successor yet", kerr.NotController, b.self.ID))
-	}
 	fwd := kmsg.NewPtrDeleteACLsRequest()
 	fwd.Version = 3
 	fwd.Filters = slices.Clone(req.Filters)
 	for i := range fwd.Filters {
 		fwd.Filters[i].ResourcePatternType = filters[i].PatternType
 	}
-	kresp, err := conn.Request(ctx, fwd)
+	kresp, ctrl, err := b.forwardToController(ctx, "deleting ACLs", fwd)
 	if err != nil {
-		return deleteACLsResults(len(filters), fmt.Errorf("%w: forwarding to controller %d: %v", kerr.NotController, ctrl.ID, err))
+		return deleteACLsResults(len(filters), err)
 	}
 	results := kresp.(*kmsg.DeleteACLsResponse).Results
 	if len(results) != len(filters) {
-		return deleteACLsResults(len(filters), fmt.Errorf("%w: controller %d answered %d results to %d filters", kerr.UnknownServerError, ctrl.ID, len(results), len(filters)))
+		return deleteACLsResults(len(filters), fmt.Errorf("%w: controller %d answered %d results to %d filters", kerr.UnknownServerError, ctrl, len(results), len(filters)))
 	}
 	var gone []acl.Binding
 	for _, r := range results {
@@ -151,9 +143,9 @@ func (b *Broker) forwardDeleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequ
 			}
 		}
 	}
-	b.waitACLView(ctx, ctrl.ID, "deleted", func(view []acl.Binding) bool {
+	b.awaitView(ctx, ctrl, "ACLs deleted", func(md *controller.Metadata) bool {
 		for _, g := range gone {
-			if slices.Contains(view, g) {
+			if slices.Contains(md.ACLs, g) {
 				return false
 			}
 		}

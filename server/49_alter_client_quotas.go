@@ -104,23 +104,13 @@ func (b *Broker) forwardClientQuotas(ctx context.Context, req *kmsg.AlterClientQ
 	failAll := func(err error) []kmsg.AlterClientQuotasResponseEntry {
 		return quotaResults(req, func(int) error { return err })
 	}
-	conn, ctrl, err := b.controllerConn()
+	kresp, ctrl, err := b.forwardToController(ctx, "altering client quotas", req)
 	if err != nil {
-		return failAll(fmt.Errorf("%w: altering client quotas: %v", kerr.NotController, err))
-	}
-	if ctrl.ID == b.self.ID {
-		// This broker's view still names itself, but it no longer is the
-		// controller: sending the request to itself would only wait on
-		// its own controller connection.
-		return failAll(fmt.Errorf("%w: broker %d is no longer the controller and does not know its successor yet", kerr.NotController, b.self.ID))
-	}
-	kresp, err := conn.Request(ctx, req)
-	if err != nil {
-		return failAll(fmt.Errorf("%w: forwarding to controller %d: %v", kerr.NotController, ctrl.ID, err))
+		return failAll(err)
 	}
 	results := kresp.(*kmsg.AlterClientQuotasResponse).Entries
 	if len(results) != len(req.Entries) {
-		return failAll(fmt.Errorf("%w: controller %d answered %d entries to %d", kerr.UnknownServerError, ctrl.ID, len(results), len(req.Entries)))
+		return failAll(fmt.Errorf("%w: controller %d answered %d entries to %d", kerr.UnknownServerError, ctrl, len(results), len(req.Entries)))
 	}
 	if req.ValidateOnly {
 		return results
@@ -131,18 +121,8 @@ func (b *Broker) forwardClientQuotas(ctx context.Context, req *kmsg.AlterClientQ
 			applied = append(applied, alts[i])
 		}
 	}
-	for {
-		next := b.nextView()
-		if quotaViewShows(b.controller.Metadata(), applied) {
-			return results
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			b.logger.Warn("client quotas altered through the controller but not yet in this broker's view; answering anyway", "controller", ctrl.ID)
-			return results
-		}
-	}
+	b.awaitView(ctx, ctrl, "client quotas altered", func(md *controller.Metadata) bool { return quotaViewShows(md, applied) })
+	return results
 }
 
 // quotaViewShows reports whether md shows every alteration applied: each

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/internal/acl"
@@ -106,19 +105,9 @@ func scramResultsForAll(req *kmsg.AlterUserSCRAMCredentialsRequest, err error) [
 func (b *Broker) forwardScramAlterations(ctx context.Context, req *kmsg.AlterUserSCRAMCredentialsRequest, ups []controller.ScramUpsertion, dels []controller.ScramDeletion) []kmsg.AlterUserSCRAMCredentialsResponseResult {
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
-	conn, ctrl, err := b.controllerConn()
+	kresp, ctrl, err := b.forwardToController(ctx, "altering SCRAM credentials", req)
 	if err != nil {
-		return scramResultsForAll(req, fmt.Errorf("%w: altering SCRAM credentials: %v", kerr.NotController, err))
-	}
-	if ctrl.ID == b.self.ID {
-		// This broker's view still names itself, but it no longer is the
-		// controller: sending the request to itself would only wait on
-		// its own controller connection.
-		return scramResultsForAll(req, fmt.Errorf("%w: broker %d is no longer the controller and does not know its successor yet", kerr.NotController, b.self.ID))
-	}
-	kresp, err := conn.Request(ctx, req)
-	if err != nil {
-		return scramResultsForAll(req, fmt.Errorf("%w: forwarding to controller %d: %v", kerr.NotController, ctrl.ID, err))
+		return scramResultsForAll(req, err)
 	}
 	results := kresp.(*kmsg.AlterUserSCRAMCredentialsResponse).Results
 	var applied []string
@@ -128,19 +117,8 @@ func (b *Broker) forwardScramAlterations(ctx context.Context, req *kmsg.AlterUse
 		}
 	}
 	want := expectedScramConfigs(applied, ups, dels)
-	for {
-		next := b.nextView()
-		if scramViewShows(b.controller.Metadata().UserConfigs, want) {
-			return results
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			b.logger.Warn("SCRAM credentials altered through the controller but not yet in this broker's view; answering anyway",
-				"controller", ctrl.ID, "users", applied)
-			return results
-		}
-	}
+	b.awaitView(ctx, ctrl, "SCRAM credentials altered", func(md *controller.Metadata) bool { return scramViewShows(md.UserConfigs, want) })
+	return results
 }
 
 // expectedScramConfigs is what the view must show for users once their

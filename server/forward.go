@@ -92,3 +92,43 @@ func (b *Broker) controllerConn() (*kafkaconn.Conn, controller.BrokerInfo, error
 	}
 	return b.ctrlConn, ctrl, nil
 }
+
+// forwardToController sends req (an admin change this broker is not the
+// controller for) to the controller over the controller connection. what
+// names the change in errors, which are NOT_CONTROLLER: the client
+// retries.
+func (b *Broker) forwardToController(ctx context.Context, what string, req kmsg.Request) (kmsg.Response, int32, error) {
+	conn, ctrl, err := b.controllerConn()
+	if err != nil {
+		return nil, -1, fmt.Errorf("%w: %s: %v", kerr.NotController, what, err)
+	}
+	if ctrl.ID == b.self.ID {
+		// This broker's view still names itself, but it no longer is the
+		// controller: sending the request to itself would only wait on
+		// its own controller connection.
+		return nil, ctrl.ID, fmt.Errorf("%w: broker %d is no longer the controller and does not know its successor yet", kerr.NotController, b.self.ID)
+	}
+	resp, err := conn.Request(ctx, req)
+	if err != nil {
+		return nil, ctrl.ID, fmt.Errorf("%w: forwarding to controller %d: %v", kerr.NotController, ctrl.ID, err)
+	}
+	return resp, ctrl.ID, nil
+}
+
+// awaitView waits until shows holds for this broker's view, or ctx ends:
+// then it logs that what was done through controller ctrl is not in the
+// view yet and returns (the change is made; the view follows).
+func (b *Broker) awaitView(ctx context.Context, ctrl int32, what string, shows func(*controller.Metadata) bool) {
+	for {
+		next := b.nextView()
+		if shows(b.controller.Metadata()) {
+			return
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			b.logger.Warn(what+" through the controller but not yet in this broker's view; answering anyway", "controller", ctrl)
+			return
+		}
+	}
+}

@@ -16,10 +16,21 @@ var errIndexCorrupt = errors.New("index corrupt")
 
 // mmapFile is an index file of fixed-size entries, memory-mapped read-write
 // (MAP_SHARED) as Kafka's AbstractIndex does. The file of the active segment
-// is preallocated to the maximum index size; entries says how many entries
-// at the front are in use. When the segment stops being active (roll) and on
-// Close the file is trimmed to entries*entrySize bytes, so that a cleanly
-// closed index holds exactly its entries.
+// is set to the maximum index size; entries says how many entries at the
+// front are in use. When the segment stops being active (roll) and on Close
+// the file is trimmed to entries*entrySize bytes, so that a cleanly closed
+// index holds exactly its entries.
+//
+// The file is sparse, as Kafka's (RandomAccessFile.setLength): growing it
+// with ftruncate reserves no blocks, so an idle partition's indexes use
+// none. Writing through the mapping into a hole allocates a block, and on a
+// full disk that write fails with SIGBUS, which kills the process. Kafka
+// accepts that; kbroker instead reserves the blocks ahead of the entries,
+// reserveChunk bytes at a time (fallocate), before writing an entry there.
+// When the reservation fails (ENOSPC) the entry is not written: the append
+// reports the error, the caller skips the entry (an index is a hint; a
+// lookup then scans a little further) and the disk-full error surfaces
+// where it matters, on the .log write.
 //
 // An mmapFile is not safe for concurrent use; the Log's mu serialises access
 // (writers hold it exclusively, readers shared).
@@ -29,10 +40,19 @@ type mmapFile struct {
 	data      []byte // the mapping; len(data) is the file size
 	entrySize int
 	entries   int
+	// reserved is how many bytes from the start are known to have blocks
+	// (fallocate) behind them; writes below it cannot hit a hole.
+	reserved int64
 	// misaligned is set at open when the file size was not a multiple of
 	// the entry size (a sign of damage).
 	misaligned bool
 }
+
+// reserveChunk is how much of an index file is reserved with fallocate at
+// a time: one block, the unit of allocation. An offset index entry per
+// log.index.interval.bytes (4 KiB) of log makes one fallocate per 2 MiB of
+// log, a time index one per 1.3 MiB.
+const reserveChunk = 4096
 
 // openMmapFile opens (creating if needed) and maps an index file as it is.
 // Every whole entry in the file counts as used; callers drop trailing zero
@@ -85,7 +105,8 @@ func (m *mmapFile) unmap() error {
 func (m *mmapFile) maxEntries() int { return len(m.data) / m.entrySize }
 
 // resize changes the file (and mapping) size to n bytes rounded down to a
-// whole number of entries, never below the used entries.
+// whole number of entries, never below the used entries. Growing leaves a
+// hole (see mmapFile): nothing is allocated until entries are written.
 func (m *mmapFile) resize(n int64) error {
 	n -= n % int64(m.entrySize)
 	if used := int64(m.entries * m.entrySize); n < used {
@@ -97,22 +118,50 @@ func (m *mmapFile) resize(n int64) error {
 	if err := m.unmap(); err != nil {
 		return fmt.Errorf("munmap %s: %w", m.path, err)
 	}
-	if cur := int64(m.entries * m.entrySize); n > cur {
-		// Reserve the blocks now: a sparse mapped file on a full disk
-		// fails its first write with SIGBUS, which kills the process;
-		// fallocate fails here with ENOSPC, an error the caller handles.
-		if err := unix.Fallocate(int(m.file.Fd()), 0, 0, n); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("preallocate %s: %w", m.path, err)
-		}
+	if err := m.file.Truncate(n); err != nil {
+		return err
+	}
+	m.reserved = min(m.reserved, n)
+	return m.mapLen(n)
+}
+
+// reset empties the file and sizes it to n bytes (rounded down to whole
+// entries) without touching its pages: truncating to zero drops every
+// block and the old entries with them, so no zero tail needs clearing or
+// scanning. An index rebuilt from the batches starts here.
+func (m *mmapFile) reset(n int64) error {
+	n -= n % int64(m.entrySize)
+	if err := m.unmap(); err != nil {
+		return fmt.Errorf("munmap %s: %w", m.path, err)
+	}
+	if err := m.file.Truncate(0); err != nil {
+		return err
 	}
 	if err := m.file.Truncate(n); err != nil {
 		return err
 	}
+	m.entries, m.reserved, m.misaligned = 0, 0, false
 	return m.mapLen(n)
 }
 
-// truncateEntries keeps the first n entries and zeroes the rest, so that a
-// preallocated file still ends in zero entries after a crash.
+// reserve makes sure the first end bytes have blocks behind them before
+// they are written through the mapping (see mmapFile), allocating up to
+// the next reserveChunk boundary. A file system without fallocate
+// (EOPNOTSUPP) is written sparse, as Kafka does.
+func (m *mmapFile) reserve(end int64) error {
+	if end <= m.reserved {
+		return nil
+	}
+	upTo := min((end+reserveChunk-1)/reserveChunk*reserveChunk, int64(len(m.data)))
+	if err := unix.Fallocate(int(m.file.Fd()), unix.FALLOC_FL_KEEP_SIZE, m.reserved, upTo-m.reserved); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("reserve blocks of %s: %w", m.path, err)
+	}
+	m.reserved = upTo
+	return nil
+}
+
+// truncateEntries keeps the first n entries and zeroes the rest, so that an
+// untrimmed file still ends in zero entries after a crash.
 func (m *mmapFile) truncateEntries(n int) {
 	if n >= m.entries {
 		return
@@ -122,11 +171,17 @@ func (m *mmapFile) truncateEntries(n int) {
 }
 
 // dropTrailingZeros forgets all-zero entries at the end: the unused tail of
-// a preallocated file that was not trimmed (unclean shutdown). An all-zero
-// first entry is dropped too; for the offset index that loses at most a
-// hint equal to "base offset at position 0", for the time index a
+// an active segment's file that was not trimmed (unclean shutdown). An
+// all-zero first entry is dropped too; for the offset index that loses at
+// most a hint equal to "base offset at position 0", for the time index a
 // meaningless timestamp 0.
+//
+// The tail is mostly a hole: only the bytes up to the end of the file's
+// last data region (SEEK_DATA/SEEK_HOLE) are looked at, so a nearly empty
+// 10 MiB index costs a few system calls, not a page fault per 4 KiB of
+// zeros.
 func (m *mmapFile) dropTrailingZeros() {
+	m.entries = min(m.entries, int((dataEnd(m.file, int64(len(m.data)))+int64(m.entrySize)-1)/int64(m.entrySize)))
 	for m.entries > 0 {
 		e := m.data[(m.entries-1)*m.entrySize : m.entries*m.entrySize]
 		for _, b := range e {
@@ -136,6 +191,29 @@ func (m *mmapFile) dropTrailingZeros() {
 		}
 		m.entries--
 	}
+}
+
+// dataEnd is the end of the last data region of f (size bytes long):
+// every byte after it lies in a hole and reads as zero. Where the file
+// system cannot say (no SEEK_DATA), it is size.
+func dataEnd(f *os.File, size int64) int64 {
+	fd := int(f.Fd())
+	end := int64(0)
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // no data at or after off
+		}
+		if err != nil {
+			return size
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return size
+		}
+		end, off = hole, hole
+	}
+	return min(end, size)
 }
 
 func (m *mmapFile) entry(i int) []byte {
@@ -194,6 +272,9 @@ func (x *offsetIndex) append(offset int64, pos int32) error {
 	}
 	if x.entries > 0 && offset <= x.lastOffset() {
 		return fmt.Errorf("offset index %s: offset %d not above last entry %d", x.path, offset, x.lastOffset())
+	}
+	if err := x.reserve(int64((x.entries + 1) * offsetIndexEntrySize)); err != nil {
+		return err
 	}
 	e := x.data[x.entries*offsetIndexEntrySize:]
 	binary.BigEndian.PutUint32(e, uint32(int32(offset-x.base)))

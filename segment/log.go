@@ -53,7 +53,7 @@ type Config struct {
 	RetentionTime      time.Duration // log.retention.ms; <0 = keep forever
 	RetentionBytes     int64         // log.retention.bytes; <0 = unlimited
 	IndexIntervalBytes int32         // log.index.interval.bytes (4096)
-	MaxIndexBytes      int32         // log.index.size.max.bytes (10 MiB): index files are preallocated to this and trimmed on roll/close
+	MaxIndexBytes      int32         // log.index.size.max.bytes (10 MiB): the active segment's index files are sized (sparse) to this and trimmed on roll/close
 	FlushMessages      int64         // fsync after this many messages since last flush; <=0 or math.MaxInt64 = leave to OS
 	FlushInterval      time.Duration // fsync if this long since last flush (checked on append); 0 = never by time
 }
@@ -69,10 +69,12 @@ func (c Config) normalized() Config {
 		c.MaxIndexBytes = DefaultMaxIndexBytes
 	}
 	if c.IndexIntervalBytes > 0 {
-		// Index files are preallocated with real blocks (see resize), so
-		// never reserve more than a full segment can use: one entry per
-		// index interval, a few more for rolls and closes, 12 bytes each
-		// (the time index's size; the offset index's is smaller).
+		// The active segment's index files are sized (sparse) and
+		// mapped to this, so never size them beyond what a full segment
+		// can use: one entry per index interval, a few more for rolls
+		// and closes, 12 bytes each (the time index's size; the offset
+		// index's is smaller). It changes no roll (the index cannot
+		// fill before the segment does) and keeps the mappings small.
 		need := 12 * (c.SegmentBytes/int64(c.IndexIntervalBytes) + 4)
 		if need < int64(c.MaxIndexBytes) {
 			c.MaxIndexBytes = int32(need)

@@ -28,7 +28,7 @@ var straySuffixes = []string{deletedSuffix, cleanedSuffix, swapSuffix, swapEndSu
 //
 // Every open first completes a log cleaner swap that had begun (see
 // Log.Clean and completeSwaps), then removes stray files and orphan index
-// files, drops the zero tail of preallocated index files, sanity-checks
+// files, drops the zero tail of untrimmed index files, sanity-checks
 // each index (size a
 // multiple of the entry size, entries increasing, positions inside the log)
 // and rebuilds a missing or damaged one from the batch headers, with a log
@@ -120,12 +120,18 @@ func (l *Log) load(clean bool) error {
 		if !last {
 			nextBase = bases[i+1]
 		}
-		s.offIdx.dropTrailingZeros()
-		s.timeIdx.dropTrailingZeros()
+		// A segment that may hold unflushed offsets is rescanned and its
+		// indexes rebuilt from nothing (resetIndexes), so their old
+		// entries are not even looked at.
+		unflushed := !clean && (last || nextBase > rp)
+		if !unflushed {
+			s.offIdx.dropTrailingZeros()
+			s.timeIdx.dropTrailingZeros()
+		}
 
 		var dropped int64
 		switch {
-		case !clean && (last || nextBase > rp):
+		case unflushed:
 			dropped, err = l.recoverSegment(s, true, maxIdx)
 			recovered = true
 		case missingIndex || emptyIndex:
@@ -153,7 +159,7 @@ func (l *Log) load(clean bool) error {
 		if err != nil {
 			return err
 		}
-		if err := l.loadTxnIndex(s, !clean && (last || nextBase > rp), rp); err != nil {
+		if err := l.loadTxnIndex(s, unflushed, rp); err != nil {
 			return err
 		}
 		if !last && dropped > 0 {
@@ -248,7 +254,7 @@ func (l *Log) loadTxnIndex(s *segment, recovered bool, rp int64) error {
 // recoverSegment rebuilds s's indexes from its batches (validating CRCs
 // when validate), logging any bytes cut from the end.
 func (l *Log) recoverSegment(s *segment, validate bool, maxIdx int64) (int64, error) {
-	if err := s.resizeIndexes(maxIdx); err != nil {
+	if err := s.resetIndexes(maxIdx); err != nil {
 		return 0, l.errorf("recover: %w", err)
 	}
 	var assign func(recordbatch.Header)

@@ -106,7 +106,7 @@ func openSized(path string, flag int) (*os.File, int64, error) {
 	return f, st.Size(), nil
 }
 
-// resizeIndexes sets both index files to the preallocated size (active
+// resizeIndexes sets both index files to the full (sparse) size (active
 // segment) or, with maxBytes 0, trims them to their entries.
 func (s *segment) resizeIndexes(maxBytes int64) error {
 	if err := s.offIdx.resize(maxBytes); err != nil {
@@ -114,6 +114,18 @@ func (s *segment) resizeIndexes(maxBytes int64) error {
 	}
 	if err := s.timeIdx.resize(maxBytes); err != nil {
 		return fmt.Errorf("resize %s: %w", s.timeIdx.path, err)
+	}
+	return nil
+}
+
+// resetIndexes empties both index files and sizes them for a rebuild from
+// the batches (mmapFile.reset).
+func (s *segment) resetIndexes(maxBytes int64) error {
+	if err := s.offIdx.reset(maxBytes); err != nil {
+		return fmt.Errorf("reset %s: %w", s.offIdx.path, err)
+	}
+	if err := s.timeIdx.reset(maxBytes); err != nil {
+		return fmt.Errorf("reset %s: %w", s.timeIdx.path, err)
 	}
 	return nil
 }
@@ -141,7 +153,8 @@ func (s *segment) append(batch []byte, h recordbatch.Header, indexInterval int32
 	}
 	if s.bytesSinceIndex > int64(indexInterval) {
 		// Roll checks keep the indexes from being full and offsets are
-		// increasing, so these cannot fail; an index is only a hint anyway.
+		// increasing, so these fail only when no block can be reserved
+		// (disk full): the entry is skipped, as an index is only a hint.
 		if !s.offIdx.isFull() {
 			_ = s.offIdx.append(h.LastOffset(), int32(pos))
 		}
@@ -339,7 +352,8 @@ func (s *segment) loadTail() error {
 // batches, as Kafka's LogSegment.recover does. With validate every batch's
 // CRC is checked. The file is truncated after the last good batch; dropped
 // is how many bytes went and reason why. onBatch sees every good header.
-// The indexes must be sized for the rebuild (resizeIndexes) beforehand.
+// The indexes must be sized for the rebuild (resizeIndexes, or
+// resetIndexes which also drops the old entries at no cost) beforehand.
 func (s *segment) rebuild(validate bool, indexInterval int32, onBatch func(recordbatch.Header)) (dropped int64, reason error, err error) {
 	s.offIdx.truncateEntries(0)
 	s.timeIdx.truncateEntries(0)
@@ -389,7 +403,7 @@ func (s *segment) rebuild(validate bool, indexInterval int32, onBatch func(recor
 }
 
 // truncateTo removes the batch containing offset and everything after it,
-// and makes the segment ready to be the active one (indexes preallocated to
+// and makes the segment ready to be the active one (indexes sized to
 // maxIndexBytes).
 func (s *segment) truncateTo(offset int64, maxIndexBytes int64, now time.Time) error {
 	pos, _, ok, err := s.find(offset)

@@ -57,6 +57,9 @@ func (x *timeIndex) maybeAppend(ts, offset int64, skipFullCheck bool) error {
 	if x.entries >= x.maxEntries() || (!skipFullCheck && x.isFull()) {
 		return fmt.Errorf("time index %s is full (%d entries)", x.path, x.entries)
 	}
+	if err := x.reserve(int64((x.entries + 1) * timeIndexEntrySize)); err != nil {
+		return err
+	}
 	e := x.data[x.entries*timeIndexEntrySize:]
 	binary.BigEndian.PutUint64(e, uint64(ts))
 	binary.BigEndian.PutUint32(e[8:], uint32(int32(offset-x.base)))

@@ -808,6 +808,24 @@ func azScenarios() []azScenario {
 			req.Topics = append(req.Topics, rt)
 			return req
 		}},
+		{name: "AlterReplicaLogDirs", key: kmsg.AlterReplicaLogDirs.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
+			// A dir that is not configured: granted, it answers
+			// LOG_DIR_NOT_FOUND and moves nothing.
+			req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+			req.Version = 2
+			d := kmsg.NewAlterReplicaLogDirsRequestDir()
+			d.Dir = "/kbroker-authz-no-such-log-dir"
+			rt := kmsg.NewAlterReplicaLogDirsRequestDirTopic()
+			rt.Topic, rt.Partitions = n.topic, []int32{0}
+			d.Topics = append(d.Topics, rt)
+			req.Dirs = append(req.Dirs, d)
+			return req
+		}},
+		{name: "DescribeLogDirs", key: kmsg.DescribeLogDirs.Int16(), checks: []int{0}, req: func(*azNames) kmsg.Request {
+			req := kmsg.NewPtrDescribeLogDirsRequest()
+			req.Version = 4 // v3+: the refusal has a top-level error code
+			return req
+		}},
 		{name: "DeleteGroups", key: kmsg.DeleteGroups.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
 			req := kmsg.NewPtrDeleteGroupsRequest()
 			req.Version, req.Groups = 2, []string{n.group}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"math"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -195,8 +194,7 @@ func (m *Manager) RunCleaner(ctx context.Context) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 15 * time.Second
 	}
-	path := filepath.Join(m.cfg.LogDir, cleanerCheckpointFile)
-	ckpt, err := readPartitionOffsets(path)
+	ckpt, err := m.readDirCheckpoints(cleanerCheckpointFile)
 	if err != nil {
 		m.logger.Warn("unreadable cleaner checkpoint; compacted logs are cleaned from their start", "err", err)
 		ckpt = map[TopicPartition]int64{}
@@ -240,7 +238,7 @@ func (c *logCleaner) pick(now time.Time) (*Partition, cleanPlan, bool) {
 		if !cfg.Compacted {
 			continue
 		}
-		truncatedTo := p.log.TakeTruncatedTo()
+		truncatedTo := p.log().TakeTruncatedTo()
 		st := p.State()
 		c.mu.Lock()
 		ckpt, has := c.checkpoints[p.tp]
@@ -256,7 +254,7 @@ func (c *logCleaner) pick(now time.Time) (*Partition, cleanPlan, bool) {
 		if !has {
 			ckpt = -1
 		}
-		plan := planCleaning(p.log.SegmentStats(), p.log.StartOffset(), ckpt, st.LastStableOffset,
+		plan := planCleaning(p.log().SegmentStats(), p.log().StartOffset(), ckpt, st.LastStableOffset,
 			cfg.MinCompactionLag, cfg.MaxCompactionLag, now.UnixMilli())
 		parts = append(parts, p)
 		cands = append(cands, cleanCandidate{plan: plan, minRatio: cfg.MinCleanableRatio})
@@ -281,7 +279,7 @@ func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) {
 	cfg := p.cfg
 	p.mu.Unlock()
 	start := time.Now()
-	res, err := p.log.Clean(segment.CleanOptions{
+	res, err := p.log().Clean(segment.CleanOptions{
 		FirstDirty:        plan.firstDirty,
 		FirstUncleanable:  plan.firstUncleanable,
 		DedupeBufferBytes: c.cfg.DedupeBufferSize / int64(c.cfg.Threads),
@@ -330,5 +328,5 @@ func (c *logCleaner) writeCheckpoints() error {
 			delete(snapshot, tp)
 		}
 	}
-	return writePartitionOffsets(filepath.Join(c.m.cfg.LogDir, cleanerCheckpointFile), snapshot)
+	return c.m.writeDirCheckpoints(cleanerCheckpointFile, snapshot)
 }

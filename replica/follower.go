@@ -25,7 +25,7 @@ func (m *Manager) MakeFollower(tp TopicPartition, topicID [16]byte, leaderID, le
 	changed := p.isLeader || p.leaderID != leaderID || p.leaderEpoch != leaderEpoch
 	wasLeader := p.isLeader
 	p.cfg = cfg
-	p.log.SetConfig(cfg.Log)
+	p.log().SetConfig(cfg.Log)
 	p.isLeader = false
 	p.leaderID = leaderID
 	p.leaderEpoch = leaderEpoch
@@ -67,11 +67,11 @@ func (p *Partition) followerFetchPosition() (fetchOffset, logStart int64, leader
 	if p.isLeader || p.leaderID < 0 {
 		return 0, 0, leaderRef{}, 0, false
 	}
-	last, has := p.log.LatestEpoch()
+	last, has := p.log().LatestEpoch()
 	if !has {
 		last = -1
 	}
-	return p.log.EndOffset(), p.log.StartOffset(), leaderRef{p.leaderID, p.leaderEpoch}, last, true
+	return p.log().EndOffset(), p.log().StartOffset(), leaderRef{p.leaderID, p.leaderEpoch}, last, true
 }
 
 // truncateToLeader cuts the log where it diverges from the leader's:
@@ -84,7 +84,7 @@ func (p *Partition) truncateToLeader(leader leaderRef, localEpoch, leaderEpochFo
 	if !p.followsLocked(leader) {
 		return true, nil // the answer is from a leader we no longer follow
 	}
-	leo := p.log.EndOffset()
+	leo := p.log().EndOffset()
 	target := leo
 	done = true
 	switch {
@@ -98,7 +98,7 @@ func (p *Partition) truncateToLeader(leader leaderRef, localEpoch, leaderEpochFo
 		// for that epoch bounds it too. If we do not have that very
 		// epoch, the logs may diverge earlier still: cut here and ask
 		// again with our new latest epoch (Kafka iterates the same way).
-		foundLocal, localEnd := p.log.EndOffsetForEpoch(leaderEpochFound)
+		foundLocal, localEnd := p.log().EndOffsetForEpoch(leaderEpochFound)
 		if localEnd < 0 {
 			localEnd = leo
 		}
@@ -117,20 +117,20 @@ func (p *Partition) truncateToLeader(leader leaderRef, localEpoch, leaderEpochFo
 func (p *Partition) truncateAbove(leader leaderRef, offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.followsLocked(leader) || offset >= p.log.EndOffset() {
+	if !p.followsLocked(leader) || offset >= p.log().EndOffset() {
 		return nil
 	}
-	p.logger.Warn("follower is ahead of its leader: truncating", "from", offset, "to", p.log.EndOffset())
+	p.logger.Warn("follower is ahead of its leader: truncating", "from", offset, "to", p.log().EndOffset())
 	return p.truncateLocked(offset)
 }
 
 // truncateLocked removes everything from target on, with the producer
 // state and high watermark that depended on it.
 func (p *Partition) truncateLocked(target int64) error {
-	if err := p.log.TruncateTo(target); err != nil {
+	if err := p.log().TruncateTo(target); err != nil {
 		return fmt.Errorf("truncate %s to %d: %w", p.tp, target, err)
 	}
-	end := p.log.EndOffset()
+	end := p.log().EndOffset()
 	if end >= p.highWatermark {
 		// Only uncommitted records went: the state is trimmed, as
 		// every marker removed is still known (truncateFrom).
@@ -157,7 +157,7 @@ func (p *Partition) restartAt(leader leaderRef, offset int64) error {
 		return nil
 	}
 	p.logger.Warn("follower is below the leader's log start: restarting the log there", "offset", offset)
-	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+	if err := p.log().TruncateFullyAndStartAt(offset); err != nil {
 		return fmt.Errorf("restart %s at %d: %w", p.tp, offset, err)
 	}
 	p.producers = newProducerStates()
@@ -188,7 +188,7 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 	appended := 0
 	for i, batch := range batches {
 		h := headers[i]
-		leo := p.log.EndOffset()
+		leo := p.log().EndOffset()
 		if h.NextOffset() <= leo {
 			continue // already have it (the fetch started mid-batch)
 		}
@@ -204,12 +204,12 @@ func (p *Partition) appendAsFollower(leader leaderRef, records []byte, leaderHW,
 		p.applyBatchLocked(h, batch)
 		appended++
 	}
-	if leaderLogStart > p.log.StartOffset() && leaderLogStart <= p.log.EndOffset() {
-		if err := p.log.SetStartOffset(leaderLogStart); err != nil {
+	if leaderLogStart > p.log().StartOffset() && leaderLogStart <= p.log().EndOffset() {
+		if err := p.log().SetStartOffset(leaderLogStart); err != nil {
 			p.logger.Warn("following the leader's log start offset failed", "offset", leaderLogStart, "err", err)
 		}
 	}
-	p.highWatermark = max(p.highWatermark, min(leaderHW, p.log.EndOffset()))
+	p.highWatermark = max(p.highWatermark, min(leaderHW, p.log().EndOffset()))
 	p.notifyLocked()
 	return appended, nil
 }

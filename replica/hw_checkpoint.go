@@ -25,7 +25,7 @@ const (
 	hwCheckpointEvery = 5 * time.Second // replica.high.watermark.checkpoint.interval.ms
 )
 
-// readHWCheckpoint reads the checkpoint; a missing file is empty.
+// readHWCheckpoint reads dir's checkpoint; a missing file is empty.
 func readHWCheckpoint(dir string) (map[TopicPartition]int64, error) {
 	return readPartitionOffsets(filepath.Join(dir, hwCheckpointFile))
 }
@@ -78,16 +78,16 @@ func writePartitionOffsets(path string, offsets map[TopicPartition]int64) error 
 	return atomicfile.Write(path, []byte(b.String()))
 }
 
-// writeHWCheckpoint writes every hosted partition's high watermark
-// (atomically: temp file, fsync, rename).
+// writeHWCheckpoint writes every hosted partition's high watermark to the
+// checkpoint of the log dir its log is in (atomically: temp file, fsync,
+// rename).
 func (m *Manager) writeHWCheckpoint() error {
 	parts := m.All()
-	var b strings.Builder
-	fmt.Fprintf(&b, "0\n%d\n", len(parts))
+	hws := make(map[TopicPartition]int64, len(parts))
 	for _, p := range parts {
-		fmt.Fprintf(&b, "%s %d %d\n", p.tp.Topic, p.tp.Partition, p.State().HighWatermark)
+		hws[p.tp] = p.State().HighWatermark
 	}
-	return atomicfile.Write(filepath.Join(m.cfg.LogDir, hwCheckpointFile), []byte(b.String()))
+	return m.writeDirCheckpoints(hwCheckpointFile, hws)
 }
 
 // RunHWCheckpoints writes the high watermark checkpoint periodically until

@@ -93,7 +93,7 @@ func TestAppendToClosedLogIsNotAStorageFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.log.Close(); err != nil { // as a deletion racing the append would
+	if err := p.log().Close(); err != nil { // as a deletion racing the append would
 		t.Fatal(err)
 	}
 	b, h := idempotentBatch(7, 0, 1)

@@ -30,8 +30,8 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 		p.mu.Unlock()
 		return ReadResult{}, err
 	}
-	leo := p.log.EndOffset()
-	if offset > leo || offset < p.log.StartOffset() {
+	leo := p.log().EndOffset()
+	if offset > leo || offset < p.log().StartOffset() {
 		st := p.stateLocked()
 		p.mu.Unlock()
 		return ReadResult{State: st}, kerr.OffsetOutOfRange
@@ -53,7 +53,7 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 	if offset == st.LogEndOffset {
 		return res, nil
 	}
-	recs, err := p.log.ReadChunks(offset, maxBytes, st.LogEndOffset, true, SendfileMinBytes, p.sendFiles)
+	recs, err := p.log().ReadChunks(offset, maxBytes, st.LogEndOffset, true, SendfileMinBytes, p.sendFiles)
 	if err != nil {
 		return res, closedAsNotLeader(fmt.Errorf("read %s at %d for replica %d: %w", p.tp, offset, replicaID, err))
 	}
@@ -80,9 +80,9 @@ func (p *Partition) maybeExpandISRLocked(id int32, f *followerState) {
 // leaderEpochStartLocked is where the current leader epoch begins in the
 // log: a follower below it may still hold a diverged suffix.
 func (p *Partition) leaderEpochStartLocked() int64 {
-	e, end := p.log.EndOffsetForEpoch(p.leaderEpoch - 1)
+	e, end := p.log().EndOffsetForEpoch(p.leaderEpoch - 1)
 	if e < 0 {
-		return p.log.StartOffset()
+		return p.log().StartOffset()
 	}
 	return end
 }
@@ -95,7 +95,7 @@ func (p *Partition) MaybeShrinkISR(now time.Time, lagMax time.Duration) {
 	if !p.isLeader || p.isrs == nil || p.isrChangeInFlight {
 		return
 	}
-	out := outOfSync(p.self, p.isr, p.followers, p.log.EndOffset(), now, lagMax)
+	out := outOfSync(p.self, p.isr, p.followers, p.log().EndOffset(), now, lagMax)
 	if len(out) == 0 {
 		return
 	}
@@ -172,7 +172,7 @@ func (p *Partition) ReplicaStatus() ReplicaStatus {
 	rs := ReplicaStatus{State: p.stateLocked(), ISR: slices.Clone(p.isr)}
 	if p.isLeader && len(p.followers) > 0 {
 		rs.FollowerLag = make(map[int32]int64, len(p.followers))
-		leo := p.log.EndOffset()
+		leo := p.log().EndOffset()
 		for id, f := range p.followers {
 			lag := int64(-1)
 			if f.logEndOffset >= 0 {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/kbroker/kbroker/internal/sendfile"
 	"github.com/kbroker/kbroker/internal/tick"
 	"github.com/kbroker/kbroker/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // cleanShutdownFile marks a log dir whose logs were all closed cleanly, as
@@ -28,8 +30,16 @@ const cleanShutdownFile = ".kafka_cleanshutdown"
 
 // Config is the broker-wide configuration of the replica layer.
 type Config struct {
-	LogDir         string
-	RetentionCheck time.Duration
+	// LogDirs are log.dirs, every directory partition logs live in (JBOD);
+	// when empty, LogDir alone.
+	LogDirs []string
+	LogDir  string
+	// EnforceBrokerID: a log dir whose meta.properties names another
+	// broker.id stops the start (a ZooKeeper broker, as Kafka). Without
+	// it (the embedded single node) a changed broker id takes the
+	// replicas over and the files are rewritten.
+	EnforceBrokerID bool
+	RetentionCheck  time.Duration
 	// ProducerIDExpiration is producer.id.expiration.ms: the state of a
 	// producer idle that long, without an open transaction, is dropped
 	// (checked with retention). 0 keeps producers forever.
@@ -61,9 +71,21 @@ type Stats struct {
 
 // Manager owns the partitions of this broker.
 type Manager struct {
-	cfg           Config
-	logger        *slog.Logger
-	cleanShutdown bool // the previous run ended with every log closed
+	cfg    Config
+	logger *slog.Logger
+	// dirs are the log dirs, absolute, in configured order.
+	dirs []string
+	// cleanDirs are the dirs whose previous run ended with every log in
+	// them closed (Kafka's per-dir .kafka_cleanshutdown).
+	cleanDirs map[string]bool
+	// checkpointMu serialises the writes of the per-dir checkpoint files
+	// (they share a temporary file name).
+	checkpointMu sync.Mutex
+	// moveCtx ends every replica move between log dirs at Close;
+	// moveWG waits for them.
+	moveCtx   context.Context
+	stopMoves context.CancelFunc
+	moveWG    sync.WaitGroup
 
 	stats    Stats
 	fetchers *fetcherManager
@@ -87,59 +109,167 @@ type Manager struct {
 	// the channel is closed when that is done. No open of the directory
 	// starts meanwhile.
 	retiring map[TopicPartition]chan struct{}
+	// location is the log dir of every partition log this broker keeps
+	// (open, stored, or closed but not deleted).
+	location map[TopicPartition]string
+	// preferred are the log dirs AlterReplicaLogDirs asked for replicas
+	// not yet on this broker (Kafka's preferredLogDirs): the log is
+	// created there.
+	preferred map[TopicPartition]string
+	// moves are the replicas being copied to another log dir.
+	moves map[TopicPartition]*logMove
+	// resumeMoves are moves a restart interrupted: the future log was
+	// dropped, and the move starts again when the partition opens.
+	resumeMoves map[TopicPartition]string
+	// offline are log dirs that failed, with the error.
+	offline map[string]error
 }
 
 // Stats returns the replication counters.
 func (m *Manager) Stats() *Stats { return &m.stats }
 
-// Open prepares the log dir. It reads and removes the clean-shutdown
-// marker: logs opened afterwards are recovered unless the marker was there.
+// Open prepares the log dirs: it checks their meta.properties, reads and
+// removes each clean-shutdown marker (logs opened afterwards are recovered
+// unless their dir's marker was there), reads the high watermark
+// checkpoints, removes what deletions left, finishes or drops the moves
+// between dirs a restart interrupted, and lists the partition logs found.
 func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
-	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create log dir %s: %w", cfg.LogDir, err)
-	}
-	marker := filepath.Join(cfg.LogDir, cleanShutdownFile)
-	_, err := os.Stat(marker)
-	clean := err == nil
-	if clean {
-		if err := os.Remove(marker); err != nil {
-			return nil, fmt.Errorf("remove clean shutdown marker: %w", err)
-		}
-	}
-	hw, err := readHWCheckpoint(cfg.LogDir)
-	if err != nil {
-		logger.Warn("unreadable high watermark checkpoint; high watermarks restart at the log start", "err", err)
-		hw = map[TopicPartition]int64{}
-	}
-	removed, err := segment.RemoveDeleted(cfg.LogDir)
-	if len(removed) > 0 {
-		logger.Info("removed log directories a deletion left", "dirs", removed)
-	}
-	if err != nil {
-		logger.Warn("removing log directories a deletion left failed", "err", err)
-	}
-	stored, err := scanStored(cfg.LogDir)
+	dirs, err := resolveLogDirs(cfg)
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
 		cfg:           cfg,
-		stored:        stored,
+		dirs:          dirs,
+		cleanDirs:     map[string]bool{},
+		stored:        map[TopicPartition][16]byte{},
 		retiring:      map[TopicPartition]chan struct{}{},
+		location:      map[TopicPartition]string{},
+		preferred:     map[TopicPartition]string{},
+		moves:         map[TopicPartition]*logMove{},
+		resumeMoves:   map[TopicPartition]string{},
+		offline:       map[string]error{},
 		logger:        logger,
 		sendFiles:     sendfile.NewBudget(sendfileMaxDescriptors),
 		descriptorLog: ratelog.New(5 * time.Second),
-		cleanShutdown: clean,
 		partitions:    make(map[TopicPartition]*Partition),
-		hwAtStart:     hw,
+	}
+	m.moveCtx, m.stopMoves = context.WithCancel(context.Background())
+	futures := map[TopicPartition][]string{}
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
+		}
+		if cfg.EnforceBrokerID {
+			// Before anything in the dir is read or deleted: another
+			// broker's dir must not lose its replicas to this one.
+			mp, ok, err := readMetaProperties(dir)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if err := checkMetaProperties(filepath.Join(dir, metaPropertiesFile), mp, cfg.BrokerID, ""); err != nil {
+					return nil, err
+				}
+			}
+		}
+		marker := filepath.Join(dir, cleanShutdownFile)
+		_, err := os.Stat(marker)
+		m.cleanDirs[dir] = err == nil
+		if err == nil {
+			if err := os.Remove(marker); err != nil {
+				return nil, fmt.Errorf("remove clean shutdown marker of %s: %w", dir, err)
+			}
+		}
+		removed, err := segment.RemoveDeleted(dir)
+		if len(removed) > 0 {
+			logger.Info("removed log directories a deletion left", "log_dir", dir, "dirs", removed)
+		}
+		if err != nil {
+			logger.Warn("removing log directories a deletion left failed", "log_dir", dir, "err", err)
+		}
+		stored, err := scanStored(dir)
+		if err != nil {
+			return nil, err
+		}
+		for tp, id := range stored {
+			if other, dup := m.location[tp]; dup {
+				return nil, fmt.Errorf("duplicate log directories for %s are found in both %s and %s: "+
+					"recover by deleting the one in the log dir known to have failed recently",
+					tp, filepath.Join(other, tp.String()), filepath.Join(dir, tp.String()))
+			}
+			m.stored[tp] = id
+			m.location[tp] = dir
+		}
+		found, err := scanFutures(dir)
+		if err != nil {
+			return nil, err
+		}
+		for tp, path := range found {
+			futures[tp] = append(futures[tp], path)
+		}
+	}
+	if err := m.settleFutures(futures); err != nil {
+		return nil, err
+	}
+	m.hwAtStart, err = m.readDirCheckpoints(hwCheckpointFile)
+	if err != nil {
+		logger.Warn("unreadable high watermark checkpoint; high watermarks restart at the log start", "err", err)
 	}
 	m.fetchers = newFetcherManager(m)
 	return m, nil
 }
 
-// PartitionDir is where a partition's log lives, Kafka's <topic>-<partition>.
+// PartitionDir is where a partition's log lives, Kafka's <topic>-<partition>
+// in its log dir (the first log dir for a partition this broker has no
+// log of).
 func (m *Manager) PartitionDir(tp TopicPartition) string {
-	return filepath.Join(m.cfg.LogDir, tp.String())
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.partitionDirLocked(tp)
+}
+
+func (m *Manager) partitionDirLocked(tp TopicPartition) string {
+	dir, ok := m.location[tp]
+	if !ok {
+		dir = m.dirs[0]
+	}
+	return filepath.Join(dir, tp.String())
+}
+
+// LogDirs returns the log dirs, absolute, in configured order.
+func (m *Manager) LogDirs() []string { return slices.Clone(m.dirs) }
+
+// placeLocked returns the log dir for a new log of tp: the one
+// AlterReplicaLogDirs asked for, else the dir with the fewest logs.
+func (m *Manager) placeLocked(tp TopicPartition) (string, error) {
+	if dir, ok := m.preferred[tp]; ok && m.offline[dir] == nil {
+		delete(m.preferred, tp)
+		return dir, nil
+	}
+	counts := map[string]int{}
+	for _, dir := range m.location {
+		counts[dir]++
+	}
+	for _, mv := range m.moves {
+		counts[mv.dest]++
+	}
+	dir := nextLogDir(m.dirs, counts, func(d string) bool { return m.offline[d] == nil })
+	if dir == "" {
+		return "", fmt.Errorf("create log of %s: no log directories available, tried %s: %w",
+			tp, strings.Join(m.dirs, ", "), kerr.KafkaStorageError)
+	}
+	return dir, nil
+}
+
+// dirUsable tells whether dir is online.
+func (m *Manager) dirUsable(dir string) bool { return m.dirError(dir) == nil }
+
+// dirError is the failure that took dir offline, nil when online.
+func (m *Manager) dirError(dir string) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.offline[dir]
 }
 
 // Get returns the partition if this broker hosts it.
@@ -198,8 +328,9 @@ func (m *Manager) open(tp TopicPartition, topicID [16]byte, cfg PartitionConfig)
 			m.mu.Unlock()
 			old.logger.Warn("replica belongs to an earlier topic of the same name: deleting it",
 				"old_topic_id", topicIDString(old.topicID), "topic_id", topicIDString(topicID))
+			dir := old.log().Dir()
 			err := m.retire(old, true)
-			m.afterDelete(tp, old.topicID, err)
+			m.afterDelete(tp, old.topicID, dir, err)
 			m.doneRetiring(tp, done)
 			if err != nil {
 				return nil, err
@@ -235,8 +366,16 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 	if p, ok := m.partitions[tp]; ok {
 		return p, nil
 	}
+	if _, ok := m.location[tp]; !ok {
+		home, err := m.placeLocked(tp)
+		if err != nil {
+			return nil, err
+		}
+		m.location[tp] = home
+	}
 	delete(m.stored, tp)
-	dir := m.PartitionDir(tp)
+	home := m.location[tp]
+	dir := m.partitionDirLocked(tp)
 	if recorded, ok, err := readPartitionTopicID(dir); err != nil {
 		m.logger.Warn("unreadable partition.metadata; keeping the log", "partition", tp.String(), "err", err)
 	} else if ok && recorded != topicID && topicID != ([16]byte{}) {
@@ -249,7 +388,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		}
 		delete(m.hwAtStart, tp)
 	}
-	log, err := segment.Open(dir, cfg.Log, m.cleanShutdown, m.logger.With("partition", tp.String()))
+	log, err := segment.Open(dir, cfg.Log, m.cleanDirs[home], m.logger.With("partition", tp.String()))
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", tp, err)
 	}
@@ -257,7 +396,6 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		tp:             tp,
 		topicID:        topicID,
 		self:           m.cfg.BrokerID,
-		log:            log,
 		logger:         m.logger.With("partition", tp.String()),
 		isrs:           m.cfg.ISRWriter,
 		onStorageError: m.cfg.OnStorageError,
@@ -275,6 +413,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		// the leader. (A single-replica ISR raises it to the log end.)
 		highWatermark: log.StartOffset(),
 	}
+	p.logPtr.Store(log)
 	if hw, ok := m.hwAtStart[tp]; ok {
 		p.highWatermark = max(log.StartOffset(), min(hw, log.EndOffset()))
 	}
@@ -295,6 +434,14 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		}
 	}
 	m.partitions[tp] = p
+	if dest, ok := m.resumeMoves[tp]; ok {
+		delete(m.resumeMoves, tp)
+		if dest != home {
+			m.logger.Info("resuming the move of a replica to another log dir that a restart interrupted",
+				"partition", tp.String(), "from", home, "to", dest)
+			m.startMoveLocked(p, dest)
+		}
+	}
 	return p, nil
 }
 
@@ -313,12 +460,12 @@ func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch, p
 		return nil, fmt.Errorf("make %s leader at epoch %d: already at epoch %d", tp, leaderEpoch, p.leaderEpoch)
 	}
 	p.cfg = cfg
-	p.log.SetConfig(cfg.Log)
+	p.log().SetConfig(cfg.Log)
 	if p.isLeader && leaderEpoch == p.leaderEpoch {
 		p.applyISRLocked(isr, partitionEpoch, "update")
 		return p, nil
 	}
-	if err := p.log.AssignEpoch(leaderEpoch, p.log.EndOffset()); err != nil {
+	if err := p.log().AssignEpoch(leaderEpoch, p.log().EndOffset()); err != nil {
 		return nil, fmt.Errorf("make %s leader: %w", tp, err)
 	}
 	p.isLeader = true
@@ -339,7 +486,7 @@ func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch, p
 	}
 	p.maybeIncrementHighWatermarkLocked()
 	p.notifyLocked()
-	p.logger.Info("became leader", "leader_epoch", leaderEpoch, "isr", isr, "log_end_offset", p.log.EndOffset(), "high_watermark", p.highWatermark)
+	p.logger.Info("became leader", "leader_epoch", leaderEpoch, "isr", isr, "log_end_offset", p.log().EndOffset(), "high_watermark", p.highWatermark)
 	return p, nil
 }
 
@@ -359,7 +506,10 @@ func (m *Manager) StopLeading(tp TopicPartition) {
 }
 
 // Remove stops hosting tp; with deleteData its log directory is removed,
-// also when tp was only stored (not open).
+// also when tp was only stored (not open). A move of the replica to
+// another log dir stops first, and its future log is deleted before the
+// current one: a future log left alone is taken, at the next start, for a
+// move that completed.
 func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 	m.mu.Lock()
 	for {
@@ -376,40 +526,44 @@ func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 	if deleteData {
 		delete(m.stored, tp)
 		delete(m.hwAtStart, tp)
+		delete(m.preferred, tp)
+		delete(m.resumeMoves, tp)
 	}
 	if !ok && !(stored && deleteData) {
 		m.mu.Unlock()
 		return nil
 	}
 	storedID := m.stored[tp]
+	dir := m.partitionDirLocked(tp)
 	done := m.startRetiringLocked(tp)
 	m.mu.Unlock()
 	defer m.doneRetiring(tp, done)
 	if !ok {
 		m.logger.Info("deleting stored log of a deleted topic", "partition", tp.String())
-		err := segment.RemoveDir(m.PartitionDir(tp))
+		err := segment.RemoveDir(dir)
 		if err != nil {
 			err = fmt.Errorf("delete stored log of %s: %w", tp, err)
 		}
-		m.afterDelete(tp, storedID, err)
+		m.afterDelete(tp, storedID, dir, err)
 		return err
 	}
+	dir = p.log().Dir()
 	err := m.retire(p, deleteData)
 	if deleteData {
-		m.afterDelete(tp, p.topicID, err)
+		m.afterDelete(tp, p.topicID, dir, err)
 	}
 	return err
 }
 
-// afterDelete follows the deletion of tp's log. When it failed and the
-// directory is still under the partition's name, tp is listed as stored
-// again, so the broker does not confirm the deletion and retries it with
-// the next view. Else the high watermark checkpoint is rewritten at once: a
-// new topic of the same name must not start from the old one's high
-// watermark after a crash.
-func (m *Manager) afterDelete(tp TopicPartition, topicID [16]byte, err error) {
+// afterDelete follows the deletion of tp's log, which was at dir. When it
+// failed and the directory is still under the partition's name, tp is
+// listed as stored again, so the broker does not confirm the deletion and
+// retries it with the next view. Else the high watermark checkpoint is
+// rewritten at once: a new topic of the same name must not start from the
+// old one's high watermark after a crash.
+func (m *Manager) afterDelete(tp TopicPartition, topicID [16]byte, dir string, err error) {
 	if err != nil {
-		if _, serr := os.Stat(m.PartitionDir(tp)); serr == nil {
+		if _, serr := os.Stat(dir); serr == nil {
 			m.mu.Lock()
 			if _, open := m.partitions[tp]; !open {
 				m.stored[tp] = topicID
@@ -418,29 +572,36 @@ func (m *Manager) afterDelete(tp TopicPartition, topicID [16]byte, err error) {
 		}
 		return
 	}
+	m.mu.Lock()
+	if _, open := m.partitions[tp]; !open && m.location[tp] == filepath.Dir(dir) {
+		delete(m.location, tp)
+	}
+	m.mu.Unlock()
 	if werr := m.writeHWCheckpoint(); werr != nil {
 		m.logger.Warn("writing the high watermark checkpoint after a deletion failed", "partition", tp.String(), "err", werr)
 	}
 }
 
-// retire stops p, no longer in m.partitions: its fetcher stops, it
-// answers as a replica of nothing (appends, reads and fetcher results in
-// flight get NOT_LEADER_OR_FOLLOWER or are dropped), and its log is closed
-// or deleted.
+// retire stops p, no longer in m.partitions: a move of it to another log
+// dir stops (its future log deleted), its fetcher stops, it answers as a
+// replica of nothing (appends, reads and fetcher results in flight get
+// NOT_LEADER_OR_FOLLOWER or are dropped), and its log is closed or
+// deleted.
 func (m *Manager) retire(p *Partition, deleteData bool) error {
+	m.cancelMove(p.tp)
 	m.fetchers.remove(p.tp)
 	p.mu.Lock()
 	p.isLeader = false
 	p.leaderID = -1
 	p.notifyLocked()
 	if !deleteData {
-		p.snapshotLocked(p.log.EndOffset())
+		p.snapshotLocked(p.log().EndOffset())
 	}
 	p.mu.Unlock()
 	if deleteData {
-		return p.log.Delete()
+		return p.log().Delete()
 	}
-	return p.log.Close()
+	return p.log().Close()
 }
 
 // RunISRChecks shrinks the ISR of led partitions whose followers have not
@@ -475,9 +636,13 @@ func (m *Manager) RunRetention(ctx context.Context) {
 	})
 }
 
-// Close closes every log and, when all closed cleanly, writes the
-// clean-shutdown marker so the next start skips recovery.
+// Close closes every log and writes the clean-shutdown marker in each log
+// dir whose logs all closed cleanly, so the next start skips their
+// recovery. Moves between log dirs stop; their future logs stay, and the
+// moves start again with the next run.
 func (m *Manager) Close() error {
+	m.stopMoves()
+	m.moveWG.Wait()
 	m.fetchers.closeAll()
 	if err := m.writeHWCheckpoint(); err != nil {
 		m.logger.Warn("writing the high watermark checkpoint failed", "err", err)
@@ -487,24 +652,31 @@ func (m *Manager) Close() error {
 	m.partitions = map[TopicPartition]*Partition{}
 	m.mu.Unlock()
 	var errs []error
+	failedDirs := map[string]bool{}
 	for _, p := range parts {
 		p.mu.Lock()
 		p.isLeader = false
 		p.notifyLocked()
 		// Kafka's clean close: the producer state at the log end, so
 		// the next start reads no batch header.
-		p.snapshotLocked(p.log.EndOffset())
+		p.snapshotLocked(p.log().EndOffset())
 		p.mu.Unlock()
-		if err := p.log.Close(); err != nil {
+		if err := p.log().Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
+			failedDirs[filepath.Dir(p.log().Dir())] = true
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	for _, dir := range m.dirs {
+		if failedDirs[dir] || !m.dirUsable(dir) {
+			continue
+		}
+		f, err := os.Create(filepath.Join(dir, cleanShutdownFile))
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write clean shutdown marker in %s: %w", dir, err))
+		}
 	}
-	f, err := os.Create(filepath.Join(m.cfg.LogDir, cleanShutdownFile))
-	if err != nil {
-		return fmt.Errorf("write clean shutdown marker: %w", err)
-	}
-	return f.Close()
+	return errors.Join(errs...)
 }

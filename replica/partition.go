@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,10 +59,14 @@ type Partition struct {
 	tp      TopicPartition
 	topicID [16]byte
 	self    int32 // this broker's id
-	log     *segment.Log
-	logger  *slog.Logger
-	isrs    ISRWriter
-	stats   *Stats
+	// logPtr is the partition's log. It is replaced only when the replica
+	// moves to another log dir (AlterReplicaLogDirs), under mu; reads that
+	// run without mu load it once and may find it closed by such a move
+	// (they answer as after a leader change, and the client retries).
+	logPtr atomic.Pointer[segment.Log]
+	logger *slog.Logger
+	isrs   ISRWriter
+	stats  *Stats
 	// sendFiles is the manager's budget of descriptors for sendfile.
 	sendFiles *sendfile.Budget
 	// onStorageError is called when the log cannot be written (a full or
@@ -118,7 +123,10 @@ func (p *Partition) TopicPartition() TopicPartition { return p.tp }
 func (p *Partition) TopicID() [16]byte { return p.topicID }
 
 // Log returns the partition's log (for reads that need no partition state).
-func (p *Partition) Log() *segment.Log { return p.log }
+func (p *Partition) Log() *segment.Log { return p.log() }
+
+// log is the partition's current log.
+func (p *Partition) log() *segment.Log { return p.logPtr.Load() }
 
 // notifyLocked wakes every waiter on the partition.
 func (p *Partition) notifyLocked() {
@@ -159,11 +167,11 @@ func (p *Partition) stateLocked() State {
 		IsLeader:       p.isLeader,
 		LeaderEpoch:    p.leaderEpoch,
 		HighWatermark:  p.highWatermark,
-		LogStartOffset: p.log.StartOffset(),
-		LogEndOffset:   p.log.EndOffset(),
+		LogStartOffset: p.log().StartOffset(),
+		LogEndOffset:   p.log().EndOffset(),
 		// Clamped to the log start: an open transaction may begin in
 		// records already deleted (DeleteRecords, retention).
-		LastStableOffset: max(p.producers.lastStableOffset(p.highWatermark), p.log.StartOffset()),
+		LastStableOffset: max(p.producers.lastStableOffset(p.highWatermark), p.log().StartOffset()),
 	}
 }
 
@@ -172,7 +180,7 @@ func (p *Partition) SetConfig(cfg PartitionConfig) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cfg = cfg
-	p.log.SetConfig(cfg.Log)
+	p.log().SetConfig(cfg.Log)
 }
 
 // CheckLeaderEpoch validates a client's current leader epoch (-1 = not
@@ -305,7 +313,7 @@ func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Heade
 			res.BaseOffset = c.duplicate.baseOffset
 			res.LastOffset = c.duplicate.baseOffset + int64(h.LastOffsetDelta)
 			res.LogAppendTime = c.duplicate.timestamp
-			res.LogStartOffset = p.log.StartOffset()
+			res.LogStartOffset = p.log().StartOffset()
 			return res, nil
 		}
 	}
@@ -314,7 +322,7 @@ func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Heade
 	}
 	for i, batch := range batches {
 		h := headers[i]
-		h.BaseOffset = p.log.EndOffset()
+		h.BaseOffset = p.log().EndOffset()
 		h.PartitionLeaderEpoch = p.leaderEpoch
 		recordbatch.SetBaseOffset(batch, h.BaseOffset)
 		recordbatch.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
@@ -336,7 +344,7 @@ func (p *Partition) appendAsLeader(batches [][]byte, headers []recordbatch.Heade
 	}
 	p.maybeIncrementHighWatermarkLocked()
 	p.notifyLocked()
-	res.LogStartOffset = p.log.StartOffset()
+	res.LogStartOffset = p.log().StartOffset()
 	return res, nil
 }
 
@@ -348,7 +356,7 @@ func (p *Partition) maybeIncrementHighWatermarkLocked() bool {
 	if len(p.pendingISR) > 0 {
 		isr = union(p.isr, p.pendingISR)
 	}
-	hw := highWatermarkFor(p.self, p.log.EndOffset(), p.highWatermark, isr, p.followers)
+	hw := highWatermarkFor(p.self, p.log().EndOffset(), p.highWatermark, isr, p.followers)
 	if hw > p.highWatermark {
 		p.highWatermark = hw
 		return true
@@ -432,7 +440,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	if offset >= bound {
 		return res, nil
 	}
-	recs, upTo, err := p.log.ReadChunksUpTo(offset, maxBytes, bound, minOneBatch, SendfileMinBytes, p.sendFiles)
+	recs, upTo, err := p.log().ReadChunksUpTo(offset, maxBytes, bound, minOneBatch, SendfileMinBytes, p.sendFiles)
 	if err != nil {
 		return res, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
@@ -442,7 +450,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 		// fetchUpperBoundOffset: not of everything up to the LSO, which
 		// a consumer far behind would otherwise get (and the broker
 		// search) with every fetch. They come from the .txnindex files.
-		aborted, err := p.log.CollectAbortedTxns(offset, upTo)
+		aborted, err := p.log().CollectAbortedTxns(offset, upTo)
 		if err != nil {
 			res.Records.Close()
 			return ReadResult{State: st}, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
@@ -477,7 +485,7 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("marker for %s: %w", p.tp, err)
 	}
-	h.BaseOffset = p.log.EndOffset()
+	h.BaseOffset = p.log().EndOffset()
 	h.PartitionLeaderEpoch = p.leaderEpoch
 	recordbatch.SetBaseOffset(batch, h.BaseOffset)
 	recordbatch.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
@@ -498,7 +506,7 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	delete(p.verifying, producerID)
 	p.maybeIncrementHighWatermarkLocked()
 	p.notifyLocked()
-	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.BaseOffset, LogAppendTime: -1, LogStartOffset: p.log.StartOffset(), LeaderEpoch: p.leaderEpoch}, nil
+	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.BaseOffset, LogAppendTime: -1, LogStartOffset: p.log().StartOffset(), LeaderEpoch: p.leaderEpoch}, nil
 }
 
 // Producers lists the producers this partition knows (DescribeProducers).
@@ -515,26 +523,26 @@ func (p *Partition) Producers() []ProducerInfo {
 // after. A follower (asFollower) appends what the leader sent, which may
 // start above the log end where the leader's cleaner removed batches.
 func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *AbortedTxn, asFollower bool) error {
-	active := p.log.ActiveSegmentBase()
-	leo := p.log.EndOffset()
+	active := p.log().ActiveSegmentBase()
+	leo := p.log().EndOffset()
 	var err error
 	switch {
 	case asFollower:
-		err = p.log.AppendAsFollower(batch, h, abort)
+		err = p.log().AppendAsFollower(batch, h, abort)
 	case abort != nil:
-		err = p.log.AppendAbortMarker(batch, h, *abort)
+		err = p.log().AppendAbortMarker(batch, h, *abort)
 	default:
-		err = p.log.Append(batch, h)
+		err = p.log().Append(batch, h)
 	}
 	if err != nil {
-		if outOfDescriptors(err) && p.log.EndOffset() == leo {
+		if outOfDescriptors(err) && p.log().EndOffset() == leo {
 			// A roll could not open the new segment's files: nothing
 			// was written, and the same append can succeed later.
 			return fmt.Errorf("%w: %w", errOutOfDescriptors, err)
 		}
 		return err
 	}
-	if base := p.log.ActiveSegmentBase(); base != active && base == h.BaseOffset {
+	if base := p.log().ActiveSegmentBase(); base != active && base == h.BaseOffset {
 		p.snapshotLocked(base)
 	}
 	return nil
@@ -544,7 +552,7 @@ func (p *Partition) appendLocked(batch []byte, h recordbatch.Header, abort *Abor
 // offset, before any later batch is applied) to a snapshot file. A failure
 // is logged: snapshots only shorten the next load.
 func (p *Partition) snapshotLocked(offset int64) {
-	if err := p.log.WriteProducerSnapshot(offset, p.producers.snapshot()); err != nil {
+	if err := p.log().WriteProducerSnapshot(offset, p.producers.snapshot()); err != nil {
 		p.logger.Warn("writing producer state snapshot failed", "offset", offset, "err", err)
 	}
 }
@@ -611,15 +619,15 @@ func (p *Partition) applyBatchLocked(h recordbatch.Header, control []byte) {
 func (p *Partition) rebuildProducersLocked() error {
 	p.producers = newProducerStates()
 	clear(p.verifying)
-	from := p.log.StartOffset()
-	limit := min(p.log.EndOffset(), p.highWatermark, p.log.TxnIndexCompleteBelow())
-	if off, entries, ok := p.log.LoadProducerSnapshot(from, limit); ok {
+	from := p.log().StartOffset()
+	limit := min(p.log().EndOffset(), p.highWatermark, p.log().TxnIndexCompleteBelow())
+	if off, entries, ok := p.log().LoadProducerSnapshot(from, limit); ok {
 		p.producers.restore(entries, p.cfg.LogAppendTime)
 		from = off
 	}
 	p.loadedFrom = from
 	var aborts []AbortedTxn
-	err := p.log.ScanWithControl(from, func(h recordbatch.Header, control []byte) bool {
+	err := p.log().ScanWithControl(from, func(h recordbatch.Header, control []byte) bool {
 		if a := p.abortOfLocked(h, control); a != nil {
 			aborts = append(aborts, *a)
 		}
@@ -629,7 +637,7 @@ func (p *Partition) rebuildProducersLocked() error {
 	if err != nil {
 		return fmt.Errorf("rebuild producer state of %s: %w", p.tp, err)
 	}
-	if err := p.log.RepairTxnIndex(aborts); err != nil {
+	if err := p.log().RepairTxnIndex(aborts); err != nil {
 		return fmt.Errorf("rebuild producer state of %s: %w", p.tp, err)
 	}
 	// Only the transactions with markers at or above the high watermark
@@ -645,7 +653,7 @@ func (p *Partition) ReadToLogEnd(offset int64, maxBytes int) ([]byte, error) {
 	if offset >= st.LogEndOffset {
 		return nil, nil
 	}
-	recs, err := p.log.Read(offset, maxBytes, st.LogEndOffset, true)
+	recs, err := p.log().Read(offset, maxBytes, st.LogEndOffset, true)
 	if err != nil {
 		return nil, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
@@ -666,12 +674,12 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	if offset < 0 || offset > p.highWatermark {
 		return -1, kerr.OffsetOutOfRange
 	}
-	if offset > p.log.StartOffset() {
-		if err := p.log.SetStartOffset(offset); err != nil {
+	if offset > p.log().StartOffset() {
+		if err := p.log().SetStartOffset(offset); err != nil {
 			return -1, closedAsNotLeader(fmt.Errorf("delete records of %s before %d: %w", p.tp, offset, err))
 		}
 	}
-	return p.log.StartOffset(), nil
+	return p.log().StartOffset(), nil
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch for this leader.
@@ -681,7 +689,7 @@ func (p *Partition) EndOffsetForEpoch(clientEpoch, epoch int32) (int32, int64, e
 	if err := p.checkLeaderLocked(clientEpoch); err != nil {
 		return -1, -1, err
 	}
-	e, off := p.log.EndOffsetForEpoch(epoch)
+	e, off := p.log().EndOffsetForEpoch(epoch)
 	return e, off, nil
 }
 
@@ -691,7 +699,7 @@ func (p *Partition) enforceRetention(now time.Time) error {
 	p.mu.Lock()
 	hw := p.highWatermark
 	p.mu.Unlock()
-	_, err := p.log.DeleteOldSegments(now, hw)
+	_, err := p.log().DeleteOldSegments(now, hw)
 	return err
 }
 

@@ -33,9 +33,10 @@ func openTestPartition(t *testing.T, dir string, clean bool, hw int64, logs io.W
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Partition{tp: TopicPartition{"t", 0}, log: log, logger: logger, cfg: cfg, producers: newProducerStates(),
+	p := &Partition{tp: TopicPartition{"t", 0}, logger: logger, cfg: cfg, producers: newProducerStates(),
 		followers: map[int32]*followerState{}, changed: make(chan struct{}), leaderEpoch: -1, leaderID: -1,
 		highWatermark: max(log.StartOffset(), min(hw, log.EndOffset()))}
+	p.logPtr.Store(log)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.rebuildProducersLocked(); err != nil {
@@ -76,7 +77,7 @@ func fullRescan(t *testing.T, l *segment.Log, hw int64) (*producerStates, []Abor
 // .txnindex entry with its marker, state applied after.
 func appendTestBatch(t *testing.T, p *Partition, b []byte) {
 	t.Helper()
-	recordbatch.SetBaseOffset(b, p.log.EndOffset())
+	recordbatch.SetBaseOffset(b, p.log().EndOffset())
 	h, err := recordbatch.Validate(b)
 	if err != nil {
 		t.Fatal(err)
@@ -136,14 +137,14 @@ func TestSnapshotRestartMatchesRescan(t *testing.T) {
 					open[pid] = false
 				}
 			case r < 18:
-				p.highWatermark += int64(rng.IntN(int(p.log.EndOffset()-p.highWatermark) + 1))
+				p.highWatermark += int64(rng.IntN(int(p.log().EndOffset()-p.highWatermark) + 1))
 			default:
-				target := int64(rng.IntN(int(p.log.EndOffset()) + 1))
+				target := int64(rng.IntN(int(p.log().EndOffset()) + 1))
 				if err := p.truncateLocked(target); err != nil {
 					t.Fatal(err)
 				}
 				// Sequences and open transactions as the log now has them.
-				s, _ := fullRescan(t, p.log, p.highWatermark)
+				s, _ := fullRescan(t, p.log(), p.highWatermark)
 				clear(seqs)
 				clear(open)
 				for id, e := range s.byID {
@@ -154,8 +155,8 @@ func TestSnapshotRestartMatchesRescan(t *testing.T) {
 				}
 			}
 			if dbg {
-				s, _ := fullRescan(t, p.log, p.highWatermark)
-				t.Logf("step %d r-op pid %d: leo %d hw %d open %v rescan-open %v", step, pid, p.log.EndOffset(), p.highWatermark, p.producers.open, s.open)
+				s, _ := fullRescan(t, p.log(), p.highWatermark)
+				t.Logf("step %d r-op pid %d: leo %d hw %d open %v rescan-open %v", step, pid, p.log().EndOffset(), p.highWatermark, p.producers.open, s.open)
 			}
 			p.mu.Unlock()
 			if rng.IntN(8) != 0 {
@@ -166,10 +167,10 @@ func TestSnapshotRestartMatchesRescan(t *testing.T) {
 			clean := rng.IntN(2) == 0
 			p.mu.Lock()
 			if clean {
-				p.snapshotLocked(p.log.EndOffset())
+				p.snapshotLocked(p.log().EndOffset())
 			}
 			p.mu.Unlock()
-			if err := p.log.Close(); err != nil {
+			if err := p.log().Close(); err != nil {
 				t.Fatal(err)
 			}
 			if !clean && rng.IntN(3) == 0 {
@@ -185,14 +186,14 @@ func TestSnapshotRestartMatchesRescan(t *testing.T) {
 			if dbg {
 				t.Logf("restart clean=%v hw %d loaded from %d", clean, hw, p.loadedFrom)
 			}
-			if p.loadedFrom > p.log.StartOffset() {
+			if p.loadedFrom > p.log().StartOffset() {
 				fromSnapshot++
 			}
 			p.mu.Lock()
 			compareWithRescan(t, fmt.Sprintf("seed %d step %d", seed, step), p)
 			p.mu.Unlock()
 		}
-		p.log.Close()
+		p.log().Close()
 	}
 	t.Logf("%d seeds, %d restarts loaded a snapshot", seeds, fromSnapshot)
 	if fromSnapshot < seeds/2 {
@@ -203,7 +204,7 @@ func TestSnapshotRestartMatchesRescan(t *testing.T) {
 func compareWithRescan(t *testing.T, name string, p *Partition) {
 	t.Helper()
 	hw := p.highWatermark
-	s, aborted := fullRescan(t, p.log, hw)
+	s, aborted := fullRescan(t, p.log(), hw)
 	if a, b := p.producers.lastStableOffset(hw), s.lastStableOffset(hw); a != b {
 		t.Fatalf("%s (loaded from %d, hw %d): LSO %d, full rescan %d", name, p.loadedFrom, hw, a, b)
 	}
@@ -213,7 +214,7 @@ func compareWithRescan(t *testing.T, name string, p *Partition) {
 	if a, b := fmt.Sprint(p.producers.unreplicated), fmt.Sprint(s.unreplicated); a != b {
 		t.Fatalf("%s (loaded from %d, hw %d): unreplicated %s, full rescan %s", name, p.loadedFrom, hw, a, b)
 	}
-	got, err := p.log.CollectAbortedTxns(0, math.MaxInt64)
+	got, err := p.log().CollectAbortedTxns(0, math.MaxInt64)
 	if err != nil || !slices.Equal(got, collectAborted(aborted, 0, math.MaxInt64)) {
 		t.Fatalf("%s: aborted %+v (%v), full rescan %+v", name, got, err, aborted)
 	}
@@ -244,22 +245,22 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 		appendTestBatch(t, p, recordbatch.Build(recordbatch.BatchSpec{ProducerID: 1, BaseSequence: int32(i), LeaderEpoch: -1,
 			Attributes: recordbatch.TransactionalBit}, make([]recordbatch.Record, 1)))
 	}
-	leo := p.log.EndOffset()
+	leo := p.log().EndOffset()
 	p.highWatermark = leo
 	p.snapshotLocked(leo)
 	p.mu.Unlock()
-	offs := p.log.ProducerSnapshotOffsets()
+	offs := p.log().ProducerSnapshotOffsets()
 	if len(offs) < 2 || offs[len(offs)-1] != leo {
 		t.Fatalf("snapshots %v, want some at rolls and one at %d", offs, leo)
 	}
-	p.log.Close()
+	p.log().Close()
 	newest := filepath.Join(dir, fmt.Sprintf("%020d.snapshot", leo))
 	b, _ := os.ReadFile(newest)
 	b[len(b)-2] ^= 0x40 // a flipped bit: CRC mismatch
 	os.WriteFile(newest, b, 0o644)
 	var logs bytes.Buffer
 	p = openTestPartition(t, dir, true, leo, &logs)
-	defer p.log.Close()
+	defer p.log().Close()
 	if !strings.Contains(logs.String(), "ignoring unreadable producer state snapshot") {
 		t.Fatalf("corrupt snapshot not logged:\n%s", logs.String())
 	}

@@ -144,7 +144,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		return err
 	}
 	rcfg := replica.Config{
-		LogDir:            logDir,
+		LogDirs:           b.cfg.LogDirs,
+		EnforceBrokerID:   b.cfg.ZookeeperConnect != "",
 		RetentionCheck:    b.cfg.LogRetentionCheck,
 		BrokerID:          b.cfg.BrokerID,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
@@ -208,6 +209,12 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		b.replicas.Close()
+		return err
+	}
+	// Before any view is applied (which may delete replicas): a log dir
+	// of another cluster stops the start.
+	if err := b.replicas.WriteMetaProperties(b.controller.Metadata().ClusterID); err != nil {
+		b.shutdownStorage()
 		return err
 	}
 	b.groups = coordinator.New(coordinator.Config{

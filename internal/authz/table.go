@@ -184,6 +184,8 @@ func Rules() []Rule {
 			refused(topicFailed, "topic resources", g(alterConfigs, topic)),
 			refused(clusterFailed, "broker resources", g(alterConfigs, cluster)),
 		}},
+		{kmsg.AlterReplicaLogDirs.Int16(), clusterOnly(alter)},
+		{kmsg.DescribeLogDirs.Int16(), clusterOnly(describe)},
 		{kmsg.SASLAuthenticate.Int16(), nil},
 		{kmsg.CreatePartitions.Int16(), []Check{refused(topicFailed, "", g(alter, topic))}},
 		{kmsg.DeleteGroups.Int16(), []Check{refused(groupFailed, "", g(del, group))}},

@@ -215,6 +215,121 @@ func TestLogDirsOfAnotherBrokerRefused(t *testing.T) {
 	}
 }
 
+// A 3-broker ZooKeeper cluster, two log dirs per broker: DescribeAllLogDirs
+// answers for every broker, each replica in one dir of its broker; the
+// replicas of a partition are moved to their brokers' other dirs (the
+// leader's and the followers') under acks=all load, and every acknowledged
+// record is read back.
+func TestLogDirsCluster(t *testing.T) {
+	root := t.TempDir()
+	dirsOf := func(id int) []string {
+		return []string{filepath.Join(root, fmt.Sprintf("b%d-disk1", id)), filepath.Join(root, fmt.Sprintf("b%d-disk2", id))}
+	}
+	c := startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 10 * time.Second, perBroker: func(id int) []string {
+		return []string{"log.dirs=" + strings.Join(dirsOf(id), ",")}
+	}})
+	ctx := testContext(t, 3*time.Minute)
+	adm := c.admin()
+	const topic, partitions = "jbod-rf3", 4
+	if resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	cl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	acked := newAckedSet()
+	produceN(t, ctx, cl, topic, partitions, 0, 200, acked)
+
+	homes := map[int32]map[int32]string{} // broker -> partition -> dir
+	for id := int32(1); id <= 3; id++ {
+		homes[id] = partitionHomes(t, dirsOf(int(id)), topic, partitions)
+	}
+	var all kadm.DescribedAllLogDirs
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		var err error
+		if all, err = adm.DescribeAllLogDirs(ctx, nil); err != nil {
+			return err
+		}
+		for id := int32(1); id <= 3; id++ {
+			for p := range int32(partitions) {
+				dp, ok := all[id].Lookup(homes[id][p], topic, p)
+				if !ok || dp.Size <= 0 || dp.OffsetLag != 0 {
+					return fmt.Errorf("broker %d partition %d: %+v (listed %v)", id, p, dp, ok)
+				}
+			}
+		}
+		return nil
+	})
+	for id := int32(1); id <= 3; id++ {
+		checkDescribed(t, all[id], dirsOf(int(id)), homes[id], topic)
+	}
+
+	// Move partition 0 on every broker, under load.
+	const moved = int32(0)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; loadCtx.Err() == nil; i++ {
+			v := fmt.Sprintf("during-%d", i)
+			if err := cl.ProduceSync(loadCtx, &kgo.Record{Topic: topic, Partition: moved, Value: []byte(v)}).FirstErr(); err == nil {
+				acked.add(moved, v)
+			} else if loadCtx.Err() == nil {
+				t.Errorf("produce during the move: %v", err)
+				return
+			}
+		}
+	}()
+	for id := int32(1); id <= 3; id++ {
+		to := dirsOf(int(id))[0]
+		if homes[id][moved] == to {
+			to = dirsOf(int(id))[1]
+		}
+		req := kadm.AlterReplicaLogDirsReq{}
+		req.Add(to, kadm.TopicsSet{topic: {moved: {}}})
+		res, err := adm.AlterBrokerReplicaLogDirs(ctx, id, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Each(func(r kadm.AlterReplicaLogDirsResponse) {
+			if r.Err != nil {
+				t.Fatalf("broker %d: move %s-%d to %s: %v", id, r.Topic, r.Partition, r.Dir, r.Err)
+			}
+		})
+		homes[id][moved] = to
+	}
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for id := int32(1); id <= 3; id++ {
+			d, err := adm.DescribeBrokerLogDirs(ctx, id, kadm.TopicsSet{topic: {moved: {}}})
+			if err != nil {
+				return err
+			}
+			if dp, ok := d.Lookup(homes[id][moved], topic, moved); !ok || dp.IsFuture {
+				return fmt.Errorf("broker %d: not yet current in %s: %+v", id, homes[id][moved], dp)
+			}
+			if n := len(d.SortedPartitions()); n != 1 {
+				return fmt.Errorf("broker %d lists %d logs of the partition", id, n)
+			}
+		}
+		return nil
+	})
+	before := acked.count(moved)
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if acked.count(moved) < before+20 {
+			return fmt.Errorf("%d records acknowledged since the moves", acked.count(moved)-before)
+		}
+		return nil
+	})
+	stopLoad()
+	wg.Wait()
+	for id := int32(1); id <= 3; id++ {
+		if now := partitionHomes(t, dirsOf(int(id)), topic, partitions); !mapsEqual(now, homes[id]) {
+			t.Errorf("broker %d: dirs %v, want %v", id, now, homes[id])
+		}
+	}
+	t.Logf("moved %s-%d on all 3 brokers under load: %d records acknowledged in it", topic, moved, acked.count(moved))
+	checkAllRecordsFrom(t, ctx, c.client(), topic, partitions, acked, "after the moves")
+}
+
 // ---- helpers ----
 
 // partitionHomes finds the dir holding each partition's log, failing if
@@ -423,11 +538,22 @@ func produceN(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, p
 // client and asserts it holds exactly the acknowledged values, in order.
 func checkAllRecords(t *testing.T, ctx context.Context, b *Broker, topic string, partitions int, acked *ackedSet, when string) {
 	t.Helper()
+	checkAllRecordsFrom(t, ctx, b.Client(t), topic, partitions, acked, when)
+}
+
+// checkAllRecordsFrom is checkAllRecords with a client of cl's options
+// (it consumes with a copy of them).
+func checkAllRecordsFrom(t *testing.T, ctx context.Context, base *kgo.Client, topic string, partitions int, acked *ackedSet, when string) {
+	t.Helper()
 	offsets := map[string]map[int32]kgo.Offset{topic: {}}
 	for p := range int32(partitions) {
 		offsets[topic][p] = kgo.NewOffset().AtStart()
 	}
-	cl := b.Client(t, kgo.ConsumePartitions(offsets))
+	cl, err := kgo.NewClient(append(base.Opts(), kgo.ConsumePartitions(offsets))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	got := map[int32][]string{}
 	want := 0
 	for p := range int32(partitions) {

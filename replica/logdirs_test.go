@@ -371,6 +371,11 @@ func TestLogDirsOfAnotherBroker(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "broker.id 1") || !strings.Contains(err.Error(), "broker.id 5") {
 		t.Fatalf("Open as broker 1 of broker 5's dirs: %v", err)
 	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, cleanShutdownFile)); err != nil {
+			t.Errorf("the refused start changed %s: %v", d, err)
+		}
+	}
 	// The right id, but another cluster.
 	m = openDirs(t, dirs, func(c *Config) { c.BrokerID, c.EnforceBrokerID = 5, true })
 	if err := m.WriteMetaProperties("c2"); err == nil || !strings.Contains(err.Error(), "c2") || !strings.Contains(err.Error(), "c1") {

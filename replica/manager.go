@@ -155,14 +155,14 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		partitions:    make(map[TopicPartition]*Partition),
 	}
 	m.moveCtx, m.stopMoves = context.WithCancel(context.Background())
-	futures := map[TopicPartition][]string{}
 	for _, dir := range dirs {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
 		}
 		if cfg.EnforceBrokerID {
-			// Before anything in the dir is read or deleted: another
-			// broker's dir must not lose its replicas to this one.
+			// Before anything in any dir is changed: another broker's
+			// dir must not lose its replicas (or its clean-shutdown
+			// marker) to this one.
 			mp, ok, err := readMetaProperties(dir)
 			if err != nil {
 				return nil, err
@@ -173,6 +173,9 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 				}
 			}
 		}
+	}
+	futures := map[TopicPartition][]string{}
+	for _, dir := range dirs {
 		marker := filepath.Join(dir, cleanShutdownFile)
 		_, err := os.Stat(marker)
 		m.cleanDirs[dir] = err == nil

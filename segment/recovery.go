@@ -43,7 +43,10 @@ var straySuffixes = []string{deletedSuffix, cleanedSuffix, swapSuffix, swapEndSu
 // naming the file and the bytes dropped), its indexes are rebuilt, and any
 // later segment is deleted, as Kafka does. The recovery point advances when
 // a rolled segment has been fsynced in the background, on Flush and on
-// Close, so normally only the active segment is scanned.
+// Close, so normally only the active segment is scanned. A rescan that
+// finds nothing to cut changes nothing on disk and leaves the recovery
+// point at the checkpoint (no fsync); one that cuts fsyncs the result and
+// starts from the log end.
 func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -107,7 +110,10 @@ func (l *Log) load(clean bool) error {
 		l.segments = []*segment{s}
 	}
 	maxIdx := int64(l.cfg.MaxIndexBytes)
-	recovered := false
+	// recovered: some segment was rescanned for damage (crash recovery);
+	// cut: damage was found and cut off (bytes dropped, later segments
+	// deleted).
+	recovered, cut := false, false
 	for i, base := range bases {
 		missingIndex, emptyIndex := indexState(l.dir, base)
 		s, err := openSegment(l.dir, base, false, now)
@@ -159,6 +165,7 @@ func (l *Log) load(clean bool) error {
 		if err != nil {
 			return err
 		}
+		cut = cut || dropped > 0
 		if err := l.loadTxnIndex(s, unflushed, rp); err != nil {
 			return err
 		}
@@ -213,14 +220,25 @@ func (l *Log) load(clean bool) error {
 	}
 
 	l.lastFlush = now
-	if recovered {
-		// Make the recovered state durable, then start from it.
+	l.recoveryPoint = leo
+	switch {
+	case cut:
+		// Make the cuts durable before anything is appended where the
+		// damage was, then start from the log end.
 		l.recoveryPoint = max(rp, 0)
 		if err := l.flushLocked(now); err != nil {
 			return err
 		}
+	case recovered:
+		// The rescan found the unflushed segments intact: nothing on
+		// disk changed but the rebuilt index files, hints the next
+		// recovery rebuilds anyway. As Kafka's LogLoader, the recovery
+		// point stays at the checkpoint (the batches after it are still
+		// only in the page cache, a kill -9 does not lose them but a
+		// power failure may), and no fsync is spent on them: that was
+		// 4 fsyncs per partition on every restart after a kill -9.
+		l.recoveryPoint = min(max(rp, 0), leo)
 	}
-	l.recoveryPoint = leo
 	l.persistRecoveryPointLocked()
 	return nil
 }

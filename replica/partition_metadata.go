@@ -39,10 +39,16 @@ func readPartitionTopicID(dir string) ([16]byte, bool, error) {
 	return [16]byte{}, false, fmt.Errorf("%s: no topic_id", filepath.Join(dir, partitionMetadataFile))
 }
 
-// writePartitionTopicID records the topic id in dir (atomically).
+// writePartitionTopicID records the topic id in dir (atomically). A file
+// that already says so is left alone, as Kafka writes partition.metadata
+// once: rewriting it cost every partition two fsyncs at every start.
 func writePartitionTopicID(dir string, id [16]byte) error {
 	body := "version: 0\ntopic_id: " + topicIDString(id) + "\n"
-	return atomicfile.Write(filepath.Join(dir, partitionMetadataFile), []byte(body))
+	path := filepath.Join(dir, partitionMetadataFile)
+	if old, err := os.ReadFile(path); err == nil && string(old) == body {
+		return nil
+	}
+	return atomicfile.Write(path, []byte(body))
 }
 
 // topicIDString prints a topic id as Kafka does (base64url, no padding).

@@ -232,7 +232,8 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 				}
 				missing[int32(p)] = st
 			}
-			t.Partitions[p] = PartitionState{Replicas: replicas, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, ISR: st.ISR}
+			t.Partitions[p] = PartitionState{Replicas: replicas, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, ISR: st.ISR,
+				AddingReplicas: assignment.AddingReplicas[int32(p)], RemovingReplicas: assignment.RemovingReplicas[int32(p)]}
 			a.zkVersions[zk.TopicPartition{Topic: name, Partition: int32(p)}] = st.ZkVersion
 		}
 		if missing != nil {
@@ -309,7 +310,9 @@ func (a *active) electAndPublishLocked(ctx context.Context) error {
 		return err
 	}
 	a.publishLocked(next)
-	return nil
+	// A broker's return (or a new controller) may be what a
+	// reassignment waited for.
+	return a.completeReassignmentsLocked(ctx)
 }
 
 // stateUpdateLocked is the write of ps as tp's new state, conditional on
@@ -543,13 +546,10 @@ func (a *active) createPartitions(name string, total int32, assignment [][]int32
 	have := int32(len(t.Partitions))
 	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
 	defer cancel()
-	za := zk.TopicAssignment{ID: zk.TopicID(t.ID), Partitions: map[int32][]int32{}}
+	za := assignmentOf(t)
 	states := map[int32]zk.PartitionState{}
 	next := a.md.clone()
 	nt := next.Topics[name]
-	for p, ps := range t.Partitions {
-		za.Partitions[int32(p)] = ps.Replicas
-	}
 	for i, replicas := range added {
 		p := have + int32(i)
 		za.Partitions[p] = replicas

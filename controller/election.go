@@ -26,7 +26,7 @@ import (
 // (live and not in controlled shutdown): a shutting-down leader keeps the
 // partitions nobody else can take, so they stay available until it exits.
 func electLeader(ps PartitionState, live, eligible func(int32) bool, unclean bool) (next PartitionState, changed bool) {
-	next = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.PartitionEpoch}
+	next = ps // keeps an ongoing reassignment's adding and removing replicas
 	if ps.Leader >= 0 && live(ps.Leader) {
 		isr := slices.DeleteFunc(slices.Clone(ps.ISR), func(id int32) bool { return !live(id) })
 		if !slices.Contains(isr, ps.Leader) {

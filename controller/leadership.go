@@ -47,7 +47,16 @@ func (a *active) alterISR(leader int32, topic string, topicID [16]byte, partitio
 	}
 	a.publishLocked(next)
 	a.c.logger.Info("ISR changed", "partition", tp.String(), "isr", cur.ISR, "new_isr", np.ISR)
-	return next.Topics[topic].Partitions[partition], nil
+	changed := next.Topics[topic].Partitions[partition]
+	if reassignmentComplete(changed) {
+		// The leader took the last target replica into the ISR: the
+		// reassignment completes now. The leader is answered with the
+		// ISR it asked for; the completion reaches it as a new view.
+		if err := a.completeReassignmentsLocked(ctx); err != nil {
+			a.c.logger.Error("completing a reassignment failed", "partition", tp.String(), "err", err)
+		}
+	}
+	return changed, nil
 }
 
 // controlledShutdown moves leadership off a broker that is stopping (Kafka's

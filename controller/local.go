@@ -257,11 +257,7 @@ func (s *localStore) TopicAssignment(_ context.Context, topic string) (zk.TopicA
 	if err != nil {
 		return zk.TopicAssignment{}, err
 	}
-	a := zk.TopicAssignment{ID: zk.TopicID(t.ID), Partitions: map[int32][]int32{}}
-	for p, ps := range t.Partitions {
-		a.Partitions[int32(p)] = slices.Clone(ps.Replicas)
-	}
-	return a, nil
+	return assignmentOf(t), nil
 }
 
 func zkState(ps PartitionState) zk.PartitionState {
@@ -363,6 +359,8 @@ func (s *localStore) SetTopicAssignment(_ context.Context, epochZkVersion int32,
 				t.Partitions = append(t.Partitions, PartitionState{Leader: -1})
 			}
 			t.Partitions[p].Replicas = slices.Clone(replicas)
+			t.Partitions[p].AddingReplicas = slices.Clone(a.AddingReplicas[p])
+			t.Partitions[p].RemovingReplicas = slices.Clone(a.RemovingReplicas[p])
 		}
 		return nil
 	})

@@ -68,6 +68,17 @@ type PartitionState struct {
 	// PartitionEpoch is the version of the partition's state znode (Kafka's
 	// partition epoch): ISR change requests must name the current one.
 	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
+	// AddingReplicas and RemovingReplicas are an ongoing reassignment's
+	// replicas being added and removed (Kafka's adding_replicas and
+	// removing_replicas of /brokers/topics/<t>); Replicas then holds both
+	// the target and the original replicas (reassign.go).
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+}
+
+// Reassigning reports whether a reassignment of the partition is ongoing.
+func (ps PartitionState) Reassigning() bool {
+	return len(ps.AddingReplicas) > 0 || len(ps.RemovingReplicas) > 0
 }
 
 // TopicPartition names one partition.
@@ -183,6 +194,9 @@ func (m *Metadata) clone() *Metadata {
 				LeaderEpoch:    p.LeaderEpoch,
 				ISR:            slices.Clone(p.ISR),
 				PartitionEpoch: p.PartitionEpoch,
+
+				AddingReplicas:   slices.Clone(p.AddingReplicas),
+				RemovingReplicas: slices.Clone(p.RemovingReplicas),
 			}
 		}
 		if t.Configs != nil {

@@ -28,6 +28,12 @@ func newPartitionsFor(md *Metadata, live []BrokerInfo, name string, total int32,
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: %q", kerr.UnknownTopicOrPartition, name)
 	}
+	for p, ps := range t.Partitions {
+		if ps.Reassigning() {
+			// The replication factor is unsettled (Kafka refuses too).
+			return nil, nil, fmt.Errorf("%w: partition %d of %q is being reassigned", kerr.ReassignmentInProgress, p, name)
+		}
+	}
 	have := int32(len(t.Partitions))
 	if total <= have {
 		return nil, nil, fmt.Errorf("%w: topic %q has %d partitions, cannot change to %d", kerr.InvalidPartitions, name, have, total)

@@ -29,6 +29,7 @@ const (
 	tagUserConfigs        = 0x6b66 // JSON object: user -> config key -> value (/config/users)
 	tagACLs               = 0x6b67 // JSON array of aclRecord: every ACL binding (/kafka-acl, /kafka-acl-extended)
 	tagQuotaConfigs       = 0x6b68 // JSON quotaConfigsTag: client id and user + client id quotas (/config/clients, /config/users/<u>/clients)
+	tagReassignment       = 0x6b69 // on a partition: JSON reassignmentTag, its ongoing reassignment's adding and removing replicas
 )
 
 // EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
@@ -100,6 +101,10 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 			ps.Leader, ps.LeaderEpoch = p.Leader, p.LeaderEpoch
 			ps.ISR, ps.Replicas = p.ISR, p.Replicas
 			ps.ZKVersion = p.PartitionEpoch
+			if p.Reassigning() {
+				js, _ := json.Marshal(reassignmentTag{Adding: p.AddingReplicas, Removing: p.RemovingReplicas}) // int slices always encode
+				ps.UnknownTags.Set(tagReassignment, js)
+			}
 			for _, r := range p.Replicas {
 				if !live[r] {
 					ps.OfflineReplicas = append(ps.OfflineReplicas, r)
@@ -186,7 +191,21 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 			if ps.Partition < 0 || int(ps.Partition) >= len(t.Partitions) {
 				return nil, fmt.Errorf("topic %s: partition %d out of range", ts.Topic, ps.Partition)
 			}
-			t.Partitions[ps.Partition] = PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.ZKVersion}
+			st := PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.ZKVersion}
+			var tagErr error
+			ps.UnknownTags.Each(func(tag uint32, v []byte) {
+				if tag != tagReassignment || tagErr != nil {
+					return
+				}
+				var r reassignmentTag
+				if tagErr = json.Unmarshal(v, &r); tagErr == nil {
+					st.AddingReplicas, st.RemovingReplicas = r.Adding, r.Removing
+				}
+			})
+			if tagErr != nil {
+				return nil, fmt.Errorf("%s-%d: bad reassignment tag: %w", ts.Topic, ps.Partition, tagErr)
+			}
+			t.Partitions[ps.Partition] = st
 		}
 		md.Topics[t.Name] = t
 	}
@@ -217,4 +236,10 @@ func securityProtocolName(code int16) string {
 		return "SASL_SSL"
 	}
 	return "PLAINTEXT"
+}
+
+// reassignmentTag is a partition's ongoing reassignment in the view.
+type reassignmentTag struct {
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 }

@@ -855,6 +855,19 @@ func azScenarios() []azScenario {
 			req.Topics = append(req.Topics, rt)
 			return req
 		}},
+		{name: "AlterPartitionReassignments", key: kmsg.AlterPartitionAssignments.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
+			// A cancellation where nothing is ongoing: granted, it
+			// answers NO_REASSIGNMENT_IN_PROGRESS and moves nothing.
+			req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			rt.Topic = n.topic
+			rt.Partitions = append(rt.Partitions, kmsg.NewAlterPartitionAssignmentsRequestTopicPartition())
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
+		{name: "ListPartitionReassignments", key: kmsg.ListPartitionReassignments.Int16(), checks: []int{0}, req: func(*azNames) kmsg.Request {
+			return kmsg.NewPtrListPartitionReassignmentsRequest()
+		}},
 		{name: "DescribeClientQuotas", key: kmsg.DescribeClientQuotas.Int16(), checks: []int{0}, req: func(*azNames) kmsg.Request {
 			return kmsg.NewPtrDescribeClientQuotasRequest()
 		}},

@@ -137,6 +137,27 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 	return c
 }
 
+// addBroker starts one more broker (the next id) in the cluster and waits
+// until every running broker lists it; it returns its id.
+func (c *testCluster) addBroker() int32 {
+	c.t.Helper()
+	id := len(c.brokers) + 1
+	var metrics []string
+	if c.opts.replicated {
+		c.metrics = append(c.metrics, "127.0.0.1:"+strconv.Itoa(freePort(c.t)))
+		metrics = []string{"kbroker.metrics.address=" + c.metrics[id-1]}
+	}
+	c.brokers = append(c.brokers, startBroker(c.t, c.t.TempDir(), c.opts.probe, c.brokerOverrides(id, metrics...)...))
+	want := len(c.running())
+	c.waitAgreed(c.t, clusterStartWithin, func(v clusterView) error {
+		if len(v.brokers) != want {
+			return fmt.Errorf("%d brokers listed, want %d", len(v.brokers), want)
+		}
+		return nil
+	})
+	return int32(id)
+}
+
 // connect is the brokers' zookeeper.connect.
 func (c *testCluster) connect() string { return c.zk.Addr() + c.opts.chroot }
 

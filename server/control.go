@@ -40,6 +40,8 @@ type controlPlane interface {
 	AlterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionState, error)
 	ControlledShutdown(id int32) (int, error)
 	ElectLeaders(preferred bool, partitions []controller.TopicPartition) ([]controller.ElectionResult, error)
+	AlterReassignments(reqs []controller.ReassignRequest) ([]error, error)
+	ListReassignments(partitions []controller.TopicPartition) ([]controller.Reassignment, error)
 }
 
 var _ controlPlane = (*controller.Cluster)(nil)

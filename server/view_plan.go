@@ -13,15 +13,16 @@ type replicaActionKind int
 const (
 	// actDelete stops the replica and deletes its data: its topic was
 	// deleted, or the name now belongs to another topic (a new
-	// incarnation), so its records must never be served or copied again.
+	// incarnation), so its records must never be served or copied again;
+	// or a reassignment moved the partition to other brokers.
 	actDelete replicaActionKind = iota
 	// actLead makes this broker the partition's leader.
 	actLead
 	// actFollow makes this broker a follower of the partition's leader.
 	actFollow
 	// actStop stops serving the partition and keeps its data: nobody
-	// leads it, or this broker is no longer a replica, or the view does
-	// not name its topic (a damaged znode must not cost data).
+	// leads it, or the view does not name its topic (a damaged znode
+	// must not cost data), or the replica's topic id is unknown.
 	actStop
 )
 
@@ -71,6 +72,13 @@ func planReplicas(self int32, md *controller.Metadata, kept []replica.Replica) [
 			deleted[r.TopicPartition] = true
 		case t != nil && r.TopicID != ([16]byte{}) && t.ID != ([16]byte{}) && t.ID != r.TopicID:
 			deletes = append(deletes, replicaAction{kind: actDelete, tp: r.TopicPartition, reason: "the topic name belongs to a new topic"})
+			deleted[r.TopicPartition] = true
+		case t != nil && r.TopicID != ([16]byte{}) && t.ID == r.TopicID && int(r.Partition) < len(t.Partitions) && !assigned[r.TopicPartition]:
+			// The controller assigns this very topic's partition to
+			// other brokers: a reassignment moved it away (completed
+			// only once its new replicas were in sync), so this copy is
+			// no longer needed, as Kafka's StopReplica with delete.
+			deletes = append(deletes, replicaAction{kind: actDelete, tp: r.TopicPartition, reason: "reassigned to other brokers"})
 			deleted[r.TopicPartition] = true
 		case r.Open && !assigned[r.TopicPartition]:
 			stops = append(stops, replicaAction{kind: actStop, tp: r.TopicPartition})

@@ -190,6 +190,8 @@ func Rules() []Rule {
 		{kmsg.CreatePartitions.Int16(), []Check{refused(topicFailed, "", g(alter, topic))}},
 		{kmsg.DeleteGroups.Int16(), []Check{refused(groupFailed, "", g(del, group))}},
 		{kmsg.ElectLeaders.Int16(), clusterOnly(alter)},
+		{kmsg.AlterPartitionAssignments.Int16(), clusterOnly(alter)},
+		{kmsg.ListPartitionReassignments.Int16(), clusterOnly(describe)},
 		{kmsg.IncrementalAlterConfigs.Int16(), []Check{
 			refused(topicFailed, "topic resources", g(alterConfigs, topic)),
 			refused(clusterFailed, "broker resources", g(alterConfigs, cluster)),

@@ -396,11 +396,17 @@ func (l *Log) flushLocked(now time.Time) error {
 // persistRecoveryPointLocked writes the recovery point checkpoint when the
 // value there is stale in a way that matters: recovery works per segment,
 // so it is rewritten when the recovery point moves into a later segment or
-// moves back (truncation).
+// moves back (truncation). A missing checkpoint recovers every segment, as
+// one inside the first segment does, so a new log writes none until its
+// recovery point reaches a second segment (two fsyncs fewer for every
+// partition created).
 func (l *Log) persistRecoveryPointLocked() {
 	rp := l.recoveryPoint
 	need := rp < l.persistedRP
-	for _, s := range l.segments {
+	for i, s := range l.segments {
+		if i == 0 && l.persistedRP < 0 {
+			continue
+		}
 		if s.base > l.persistedRP && s.base <= rp {
 			need = true
 			break

@@ -75,3 +75,37 @@ func TestRecoveryPointAfterUncleanOpen(t *testing.T) {
 		})
 	}
 }
+
+// A new partition writes no recovery point checkpoint (a missing one
+// recovers every segment, as one inside the first segment does): creating
+// thousands of partitions spends no fsync on it. It appears once the
+// recovery point reaches a second segment, and crash recovery then skips
+// the flushed segments.
+func TestRecoveryPointCheckpointWrittenFromSecondSegment(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 2000
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, RecoveryPointCheckpointFile)
+	l := openLog(t, dir, cfg, true, nil)
+	a := newAppender(t, l)
+	a.add(2, 100)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ckpt); !os.IsNotExist(err) {
+		t.Fatalf("recovery point checkpoint of a one-segment log: %v, want none", err)
+	}
+	for l.NumSegments() < 3 {
+		a.add(2, 150)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := readOffsetCheckpoint(ckpt)
+	if err != nil || rp != l.EndOffset() {
+		t.Fatalf("checkpoint %d, %v after a flush of %d segments; want %d", rp, err, l.NumSegments(), l.EndOffset())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

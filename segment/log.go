@@ -119,6 +119,10 @@ type Log struct {
 	// snapshots are the offsets of the producer state snapshot files in
 	// the directory, ascending.
 	snapshots []int64
+	// unsyncedSnapshots are the snapshots written above the recovery
+	// point and not fsynced yet (WriteProducerSnapshot); a flush that
+	// moves the recovery point past one fsyncs it first.
+	unsyncedSnapshots map[int64]bool
 }
 
 // Dir is the partition directory.
@@ -325,6 +329,7 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 		return nil
 	}
 	segs := l.unflushedSegmentsLocked(upTo)
+	snaps := l.unsyncedSnapshotsLocked(upTo)
 	l.mu.RUnlock()
 
 	type failure struct {
@@ -337,6 +342,7 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 			failures = append(failures, failure{s, err})
 		}
 	}
+	snapErr := l.syncSnapshots(snaps)
 	dirErr := atomicfile.SyncDir(l.dir)
 
 	l.mu.Lock()
@@ -349,8 +355,24 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 			return l.errorf("flush: %w", f.err)
 		}
 	}
+	if snapErr != nil {
+		return l.errorf("flush: %w", snapErr)
+	}
 	if dirErr != nil {
 		return l.errorf("flush: fsync dir: %w", dirErr)
+	}
+	for _, o := range snaps {
+		delete(l.unsyncedSnapshots, o)
+	}
+	if late := l.unsyncedSnapshotsLocked(upTo); len(late) > 0 {
+		// Written while the segments were being fsynced: rare, and
+		// small files, so under the lock.
+		if err := errors.Join(l.syncSnapshots(late), atomicfile.SyncDir(l.dir)); err != nil {
+			return l.errorf("flush: %w", err)
+		}
+		for _, o := range late {
+			delete(l.unsyncedSnapshots, o)
+		}
 	}
 	if upTo > l.recoveryPoint {
 		l.recoveryPoint = upTo
@@ -384,8 +406,15 @@ func (l *Log) flushLocked(now time.Time) error {
 			return l.errorf("flush: %w", err)
 		}
 	}
+	snaps := l.unsyncedSnapshotsLocked(leo)
+	if err := l.syncSnapshots(snaps); err != nil {
+		return l.errorf("flush: %w", err)
+	}
 	if err := atomicfile.SyncDir(l.dir); err != nil {
 		return l.errorf("flush: fsync dir: %w", err)
+	}
+	for _, o := range snaps {
+		delete(l.unsyncedSnapshots, o)
 	}
 	l.unflushed, l.lastFlush = 0, now
 	l.recoveryPoint = leo

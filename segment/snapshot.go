@@ -106,14 +106,23 @@ func DecodeProducerSnapshot(b []byte) ([]ProducerSnapshotEntry, error) {
 }
 
 // WriteProducerSnapshot writes the producer state valid at offset (at most
-// the log end offset) to "<offset>.snapshot", atomically and fsynced, then
-// deletes the snapshots no longer needed, as Kafka keeps them: those below
-// both the base of the segment before the active one and the base of the
-// segment holding the recovery point. The file is written without the
-// lock; a truncation meanwhile, or an offset past the log end, discards it.
+// the log end offset) to "<offset>.snapshot", atomically (temporary file
+// and rename), then deletes the snapshots no longer needed, as Kafka keeps
+// them: those below both the base of the segment before the active one and
+// the base of the segment holding the recovery point. The file is written
+// without the lock; a truncation meanwhile, or an offset past the log end,
+// discards it.
+//
+// A snapshot at or below the recovery point is fsynced (with its
+// directory) before it counts. One above it is not, yet: after a crash the
+// load deletes every snapshot past the recovery point, so until the log is
+// flushed that far nothing would read it, and the flush that moves the
+// recovery point past it fsyncs it first (as Kafka flushes producer
+// snapshots with the segments). The snapshot every partition writes when
+// it opens after a kill -9 (above its recovery point) costs no fsync.
 func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntry) error {
 	l.mu.RLock()
-	closed, gen, leo := l.closed, l.truncations, l.endOffsetLocked()
+	closed, gen, leo, rp := l.closed, l.truncations, l.endOffsetLocked(), l.recoveryPoint
 	l.mu.RUnlock()
 	if closed {
 		return l.errorf("write producer snapshot: %w", ErrClosed)
@@ -122,7 +131,12 @@ func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntr
 		return l.errorf("write producer snapshot at %d, log end offset %d: %w", offset, leo, ErrOffsetOutOfRange)
 	}
 	path := segmentPath(l.dir, offset, snapshotSuffix)
-	if err := atomicfile.Write(path, EncodeProducerSnapshot(entries)); err != nil {
+	durable := offset <= rp
+	write := writeUnsynced
+	if durable {
+		write = atomicfile.Write
+	}
+	if err := write(path, EncodeProducerSnapshot(entries)); err != nil {
 		return l.errorf("write producer snapshot: %w", err)
 	}
 	l.mu.Lock()
@@ -133,6 +147,19 @@ func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntr
 		}
 		return nil
 	}
+	if !durable {
+		if offset <= l.recoveryPoint {
+			// A flush passed it while it was being written.
+			if err := errors.Join(syncFile(path), atomicfile.SyncDir(l.dir)); err != nil {
+				return l.errorf("write producer snapshot: %w", err)
+			}
+		} else {
+			if l.unsyncedSnapshots == nil {
+				l.unsyncedSnapshots = map[int64]bool{}
+			}
+			l.unsyncedSnapshots[offset] = true
+		}
+	}
 	if i, found := slices.BinarySearch(l.snapshots, offset); !found {
 		l.snapshots = slices.Insert(l.snapshots, i, offset)
 	}
@@ -142,6 +169,59 @@ func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntr
 	}
 	keep = min(keep, l.segments[l.segmentIndexLocked(l.recoveryPoint)].base, offset)
 	return l.deleteSnapshotsLocked(func(o int64) bool { return o < keep })
+}
+
+// writeUnsynced replaces path with data atomically (temporary file and
+// rename) but without fsync: after a crash either file may be there, or a
+// torn one, which the snapshot's CRC exposes.
+func writeUnsynced(path string, data []byte) error {
+	tmp := path + atomicfile.TmpSuffix
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// syncFile fsyncs the file at path; one removed meanwhile is no error.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return nil
+}
+
+// unsyncedSnapshotsLocked lists the snapshots not yet fsynced at or below
+// upTo, ascending.
+func (l *Log) unsyncedSnapshotsLocked(upTo int64) []int64 {
+	var out []int64
+	for o := range l.unsyncedSnapshots {
+		if o <= upTo {
+			out = append(out, o)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// syncSnapshots fsyncs the snapshot files at the given offsets (without
+// the directory).
+func (l *Log) syncSnapshots(offsets []int64) error {
+	var errs []error
+	for _, o := range offsets {
+		errs = append(errs, syncFile(segmentPath(l.dir, o, snapshotSuffix)))
+	}
+	return errors.Join(errs...)
 }
 
 // LoadProducerSnapshot reads the newest snapshot whose offset lies in
@@ -196,7 +276,9 @@ func (l *Log) deleteSnapshotsLocked(match func(offset int64) bool) error {
 		if err := os.Remove(segmentPath(l.dir, o, snapshotSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove producer snapshot: %w", err))
 			kept = append(kept, o)
+			continue
 		}
+		delete(l.unsyncedSnapshots, o)
 	}
 	l.snapshots = kept
 	if err := errors.Join(errs...); err != nil {

@@ -1,6 +1,7 @@
 // Command kbroker runs a Kafka-compatible broker.
 //
 //	kbroker [--config FILE | FILE] [--override key=value ...] [--log-level LEVEL]
+//	kbroker dev-cluster [--brokers 3] [--dir DIR] [--kill ID | --restart ID ...]
 //
 // The positional FILE form is the one Kafka's kafka-server-start.sh uses, so
 // existing scripts work unchanged. This file is wiring only: flags, logging,
@@ -23,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/internal/devcluster"
 	"github.com/kbroker/kbroker/server"
 )
 
@@ -101,6 +103,9 @@ func parseArgs(args []string) (options, error) {
 // run is main without the process: it returns the exit code. The broker
 // stops when ctx is done or on SIGINT / SIGTERM.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == devClusterCommand {
+		return runDevCluster(ctx, args[1:], stdout, stderr)
+	}
 	opts, err := parseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
@@ -175,6 +180,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	return exitOK
 }
 
+// devClusterCommand is the subcommand that runs a local cluster
+// (internal/devcluster). Only the first argument selects it, so every
+// earlier command line keeps its meaning (save a properties file named
+// dev-cluster without a path: ./dev-cluster still names the file).
+const devClusterCommand = "dev-cluster"
+
+func runDevCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	bin, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "kbroker dev-cluster: finding this binary to run the brokers: %v\n", err)
+		return exitError
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return devcluster.Main(ctx, args, stdout, stderr, bin, logger)
+}
+
 func versionString() string {
 	v := version
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "" {
@@ -207,6 +228,7 @@ func printUsage(w io.Writer) {
 Usage:
   kbroker [flags] [FILE]
   kbroker server.properties --override broker.id=1 --override listeners=PLAINTEXT://:9093
+  kbroker dev-cluster --help   (a local 3-broker cluster with ZooKeeper)
 
 Flags:
 `)

@@ -32,11 +32,17 @@ var errIndexCorrupt = errors.New("index corrupt")
 // lookup then scans a little further) and the disk-full error surfaces
 // where it matters, on the .log write.
 //
+// The file is not kept open: as Kafka's AbstractIndex closes its
+// RandomAccessFile once the buffer is mapped, the descriptor is closed right
+// after mmap (the mapping stays valid) and the rare calls that need one
+// (resize, reserve, fsync) open the path for the call. A partition's open
+// descriptors are then its .log files only, not three per segment: 10,000
+// partitions fit a 20,000 descriptor limit.
+//
 // An mmapFile is not safe for concurrent use; the Log's mu serialises access
 // (writers hold it exclusively, readers shared).
 type mmapFile struct {
 	path      string
-	file      *os.File
 	data      []byte // the mapping; len(data) is the file size
 	entrySize int
 	entries   int
@@ -62,29 +68,43 @@ func openMmapFile(path string, entrySize int) (*mmapFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mmapFile{path: path, file: f, entrySize: entrySize}
+	defer f.Close()
+	m := &mmapFile{path: path, entrySize: entrySize}
 	if size%int64(entrySize) != 0 {
 		m.misaligned = true
 		size -= size % int64(entrySize)
 		if err := f.Truncate(size); err != nil {
-			f.Close()
 			return nil, err
 		}
 	}
-	if err := m.mapLen(size); err != nil {
-		f.Close()
+	if err := m.mapLen(f, size); err != nil {
 		return nil, err
 	}
 	m.entries = int(size) / entrySize
 	return m, nil
 }
 
-func (m *mmapFile) mapLen(n int64) error {
+// withFile runs fn with a descriptor of the file, open for the call only.
+// The file must exist: a segment whose files were renamed or removed
+// under it gets an error, not a new empty file.
+func (m *mmapFile) withFile(fn func(f *os.File) error) error {
+	f, err := os.OpenFile(m.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (m *mmapFile) mapLen(f *os.File, n int64) error {
 	if n == 0 {
 		m.data = nil
 		return nil
 	}
-	b, err := unix.Mmap(int(m.file.Fd()), 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("mmap %s: %w", m.path, err)
 	}
@@ -115,14 +135,34 @@ func (m *mmapFile) resize(n int64) error {
 	if n == int64(len(m.data)) {
 		return nil
 	}
+	m.reserved = min(m.reserved, n)
+	return m.withFile(func(f *os.File) error { return m.remap(f, n, false) })
+}
+
+// remap changes the file's size to n (first to 0 with empty) and maps it
+// again. The descriptor is open before the old mapping goes, so running
+// out of descriptors leaves the mapping as it was; a failure after that
+// keeps whatever can still be mapped and never more entries than it holds.
+func (m *mmapFile) remap(f *os.File, n int64, empty bool) error {
+	old := int64(len(m.data))
+	defer func() { m.entries = min(m.entries, m.maxEntries()) }()
 	if err := m.unmap(); err != nil {
 		return fmt.Errorf("munmap %s: %w", m.path, err)
 	}
-	if err := m.file.Truncate(n); err != nil {
-		return err
+	err := error(nil)
+	if empty {
+		err = f.Truncate(0)
+		old = 0
 	}
-	m.reserved = min(m.reserved, n)
-	return m.mapLen(n)
+	if err == nil {
+		err = f.Truncate(n)
+	}
+	if err != nil {
+		err = errors.Join(err, m.mapLen(f, old))
+	} else {
+		err = m.mapLen(f, n)
+	}
+	return err
 }
 
 // reset empties the file and sizes it to n bytes (rounded down to whole
@@ -131,17 +171,10 @@ func (m *mmapFile) resize(n int64) error {
 // scanning. An index rebuilt from the batches starts here.
 func (m *mmapFile) reset(n int64) error {
 	n -= n % int64(m.entrySize)
-	if err := m.unmap(); err != nil {
-		return fmt.Errorf("munmap %s: %w", m.path, err)
-	}
-	if err := m.file.Truncate(0); err != nil {
-		return err
-	}
-	if err := m.file.Truncate(n); err != nil {
-		return err
-	}
-	m.entries, m.reserved, m.misaligned = 0, 0, false
-	return m.mapLen(n)
+	return m.withFile(func(f *os.File) error {
+		m.entries, m.reserved, m.misaligned = 0, 0, false
+		return m.remap(f, n, true)
+	})
 }
 
 // reserve makes sure the first end bytes have blocks behind them before
@@ -153,7 +186,10 @@ func (m *mmapFile) reserve(end int64) error {
 		return nil
 	}
 	upTo := min((end+reserveChunk-1)/reserveChunk*reserveChunk, int64(len(m.data)))
-	if err := unix.Fallocate(int(m.file.Fd()), unix.FALLOC_FL_KEEP_SIZE, m.reserved, upTo-m.reserved); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	err := m.withFile(func(f *os.File) error {
+		return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, m.reserved, upTo-m.reserved)
+	})
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("reserve blocks of %s: %w", m.path, err)
 	}
 	m.reserved = upTo
@@ -181,7 +217,9 @@ func (m *mmapFile) truncateEntries(n int) {
 // 10 MiB index costs a few system calls, not a page fault per 4 KiB of
 // zeros.
 func (m *mmapFile) dropTrailingZeros() {
-	m.entries = min(m.entries, int((dataEnd(m.file, int64(len(m.data)))+int64(m.entrySize)-1)/int64(m.entrySize)))
+	end := int64(len(m.data))
+	_ = m.withFile(func(f *os.File) error { end = dataEnd(f, end); return nil })
+	m.entries = min(m.entries, int((end+int64(m.entrySize)-1)/int64(m.entrySize)))
 	for m.entries > 0 {
 		e := m.data[(m.entries-1)*m.entrySize : m.entries*m.entrySize]
 		for _, b := range e {
@@ -220,15 +258,18 @@ func (m *mmapFile) entry(i int) []byte {
 	return m.data[i*m.entrySize : (i+1)*m.entrySize]
 }
 
-func (m *mmapFile) sync() error { return m.file.Sync() }
-
-func (m *mmapFile) close() error {
-	err := m.unmap()
-	if cerr := m.file.Close(); err == nil {
-		err = cerr
+// sync writes the mapped entries to disk, as Kafka's index flush
+// (MappedByteBuffer.force): msync, which on Linux is an fdatasync of the
+// mapped range, so it needs no descriptor. An empty file has no mapping
+// and is fsynced through its path.
+func (m *mmapFile) sync() error {
+	if len(m.data) == 0 {
+		return m.withFile(func(f *os.File) error { return f.Sync() })
 	}
-	return err
+	return unix.Msync(m.data, unix.MS_SYNC)
 }
+
+func (m *mmapFile) close() error { return m.unmap() }
 
 // offsetIndex is Kafka's .index: 8-byte entries of (relative offset int32,
 // physical position int32), big endian. As in Kafka's LogSegment.append, an

@@ -207,6 +207,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 			t.setErr(err)
 			continue
 		}
+		b.ops.produced(t.txn.Topic, t.batches, t.headers)
 		t.out.BaseOffset = res.BaseOffset
 		t.out.LogAppendTime = res.LogAppendTime
 		t.out.LogStartOffset = res.LogStartOffset

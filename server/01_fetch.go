@@ -212,7 +212,10 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 		if total >= minBytes || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
 			break
 		}
-		if !waitAny(ctx, waitOn, deadline) {
+		waitStart := time.Now()
+		woke := waitAny(ctx, waitOn, deadline)
+		addRemoteTime(ctx, time.Since(waitStart)) // Kafka's DelayedFetch: remote time
+		if !woke {
 			readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
 			break
 		}
@@ -252,6 +255,7 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, t.out)
 		resp.records[i] = append(resp.records[i], t.records)
+		b.ops.fetched(t.sp.topic, t.records.Size(), follower)
 	}
 	for id, parts := range unknownIDs {
 		rt := kmsg.NewFetchResponseTopic()

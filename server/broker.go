@@ -74,6 +74,8 @@ type Broker struct {
 	tlsWriters sync.Pool
 	// authz is the ACL authorizer (authorizer.class.name), nil for none.
 	authz *authorization
+	// ops counts request times and per-topic traffic (ops_metrics.go).
+	ops *opsMetrics
 }
 
 // requestContext is what a handler knows about the request besides its body.
@@ -131,6 +133,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		requests:     newRequestPool(cfg.QueuedMaxRequestBytes),
 		tlsWriters:   sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
 		authz:        newAuthorization(cfg, logger),
+		ops:          newOpsMetrics(),
 	}, nil
 }
 

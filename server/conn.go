@@ -39,7 +39,8 @@ type queuedResponse struct {
 	correlationID int32
 	resp          kmsg.Response // nil when raw is the encoded response
 	raw           []byte
-	rawTail       []byte // written after raw (a bare SASL token)
+	rawTail       []byte         // written after raw (a bare SASL token)
+	timing        *requestTiming // nil for raw answers (not counted)
 }
 
 // serveConn reads requests from one connection and answers them in order.
@@ -150,6 +151,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			}
 		}
 		frame, err := protocol.ReadFrame(r, b.cfg.SocketRequestMaxBytes, frameBuf)
+		received := time.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				logger.Warn("closing connection: bad frame", "err", err)
@@ -202,7 +204,9 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		}
 		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
 			auth: auth, principal: auth.principal, remote: c.RemoteAddr().String()}
-		resp, mutedUntil, err := b.handleWithQuotas(ctx, rc, req, len(frame))
+		timing := &requestTiming{name: requestMetricsName(req), received: received, dequeued: time.Now()}
+		resp, mutedUntil, err := b.handleWithQuotas(withRequestTiming(ctx, timing), rc, req, len(frame))
+		timing.handled = time.Now()
 		muted = mutedUntil
 		b.requests.release(held)
 		held = 0
@@ -221,11 +225,12 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			frameBuf = nil
 		}
 		if resp == nil {
-			st.requestDone(time.Now())
+			st.requestDone(timing.handled)
+			b.ops.finish(timing, timing.handled, timing.handled, timing.handled)
 			continue // acks=0 produce: no response
 		}
 		unanswered.Add(1)
-		queue <- queuedResponse{correlationID: hdr.CorrelationID, resp: resp}
+		queue <- queuedResponse{correlationID: hdr.CorrelationID, resp: resp, timing: timing}
 		if rc.closeAfter {
 			// A failed authentication: the answer goes out, then the
 			// connection closes, as Kafka.
@@ -243,9 +248,11 @@ func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan qu
 	var out []byte
 	for q := range queue {
 		var err error
+		awaitStart := time.Now()
 		if pr, ok := q.resp.(*produceResponse); ok && !broken.Load() {
 			err = b.awaitProduce(pr)
 		}
+		awaitEnd := time.Now()
 		switch {
 		case broken.Load() || err != nil:
 		case q.resp == nil:
@@ -268,7 +275,11 @@ func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan qu
 		if cap(out) > 4<<20 {
 			out = nil // do not pin large fetch responses between requests
 		}
-		st.requestDone(time.Now())
+		written := time.Now()
+		if err == nil && !broken.Load() {
+			b.ops.finish(q.timing, awaitStart, awaitEnd, written)
+		}
+		st.requestDone(written)
 		unanswered.Done()
 	}
 }

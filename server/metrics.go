@@ -126,6 +126,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 func (b *Broker) serveMetrics(ctx context.Context, ln net.Listener) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newMetricsCollector(b), b.clientQuotas)
+	b.registerOpsMetrics(reg) // ops_metrics.go
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -58,6 +58,8 @@ type Store struct {
 	stateCh   chan struct{} // closed and replaced on every state change
 	session   *session      // current (or last) session; nil before the first
 	ephemeral int64         // session id that last created one of our ephemerals
+
+	requestStats RequestStats // latency of every request attempt (metrics.go)
 }
 
 // session is one ZooKeeper session of the Store.
@@ -320,7 +322,9 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		start := time.Now()
 		err := fn()
+		s.requestStats.observe(time.Since(start))
 		if errors.Is(err, gozk.ErrClosing) {
 			return ErrClosed
 		}

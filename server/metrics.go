@@ -129,6 +129,7 @@ func (b *Broker) serveMetrics(ctx context.Context, ln net.Listener) {
 	b.registerOpsMetrics(reg) // ops_metrics.go
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer b.mountConsole(ctx, mux)() // console.go: the live console on the same address
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -262,6 +262,9 @@ func (a *active) load(ctx context.Context) (*Metadata, error) {
 	if md.ACLs, err = a.readACLs(ctx, a.c.view.Load().ACLs, nil); err != nil {
 		return nil, err
 	}
+	if md.BrokerConfigs, err = a.readBrokerConfigs(ctx, a.c.view.Load().BrokerConfigs, nil); err != nil {
+		return nil, err
+	}
 	return md, nil
 }
 

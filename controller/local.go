@@ -508,6 +508,43 @@ func (s *localStore) SetUserConfig(_ context.Context, epochZkVersion int32, user
 	})
 }
 
+// BrokerConfigEntities lists the broker config entities of the file.
+func (s *localStore) BrokerConfigEntities(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.state.Metadata.BrokerConfigs)), nil
+}
+
+// BrokerConfig returns a broker entity's dynamic configs, at version 0
+// when they exist and -1 when not (as UserConfig).
+func (s *localStore) BrokerConfig(_ context.Context, entity string) (map[string]string, int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	configs, ok := s.state.Metadata.BrokerConfigs[entity]
+	if !ok {
+		return map[string]string{}, -1, nil
+	}
+	return maps.Clone(configs), 0, nil
+}
+
+// SetBrokerConfig replaces a broker entity's dynamic configs, conditional
+// as SetUserConfig; an emptied entity is kept, as Kafka keeps its znode.
+func (s *localStore) SetBrokerConfig(_ context.Context, epochZkVersion int32, entity string, configs map[string]string, version int32) error {
+	if err := zk.ValidBrokerEntity(entity); err != nil {
+		return err
+	}
+	return s.update(epochZkVersion, func(st *localState) error {
+		if _, exists := st.Metadata.BrokerConfigs[entity]; exists != (version >= 0) {
+			return fmt.Errorf("set config of broker %s at version %d: %w", entity, version, zk.ErrVersionConflict)
+		}
+		if st.Metadata.BrokerConfigs == nil {
+			st.Metadata.BrokerConfigs = map[string]map[string]string{}
+		}
+		st.Metadata.BrokerConfigs[entity] = maps.Clone(configs)
+		return nil
+	})
+}
+
 // WatchConfigChanges delivers no notification: nothing but the controller
 // writes the file. The channel closes when ctx ends.
 func (s *localStore) WatchConfigChanges(ctx context.Context) (<-chan []string, error) {

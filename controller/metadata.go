@@ -74,6 +74,10 @@ type PartitionState struct {
 	// the target and the original replicas (reassign.go).
 	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	// OfflineReplicas are the replicas whose broker is live but whose log
+	// dir failed (logdirs.go): neither in the ISR nor leading. Replicas of
+	// brokers missing from the view are offline too, and not listed here.
+	OfflineReplicas []int32 `json:"offline_replicas,omitempty"`
 }
 
 // Reassigning reports whether a reassignment of the partition is ongoing.
@@ -121,6 +125,10 @@ type Metadata struct {
 	// user -> client id -> quota key -> value (quotas.go).
 	ClientConfigs     map[string]map[string]string            `json:"client_configs,omitempty"`
 	UserClientConfigs map[string]map[string]map[string]string `json:"user_client_configs,omitempty"`
+	// BrokerConfigs are the dynamic broker configs of /config/brokers:
+	// broker id (or "<default>", the cluster-wide defaults) -> Kafka
+	// config key -> value (brokerconfigs.go).
+	BrokerConfigs map[string]map[string]string `json:"broker_configs,omitempty"`
 	// ACLs are every ACL binding of /kafka-acl and
 	// /kafka-acl-extended/prefixed, sorted (sortBindings: resource type,
 	// pattern type, name, principal, host, operation, permission), each
@@ -184,6 +192,7 @@ func (m *Metadata) clone() *Metadata {
 
 		ClientConfigs:     cloneUserConfigs(m.ClientConfigs),
 		UserClientConfigs: cloneUserClientConfigs(m.UserClientConfigs),
+		BrokerConfigs:     cloneUserConfigs(m.BrokerConfigs),
 	}
 	for name, t := range m.Topics {
 		nt := &Topic{Name: t.Name, ID: t.ID, Partitions: make([]PartitionState, len(t.Partitions))}
@@ -197,6 +206,7 @@ func (m *Metadata) clone() *Metadata {
 
 				AddingReplicas:   slices.Clone(p.AddingReplicas),
 				RemovingReplicas: slices.Clone(p.RemovingReplicas),
+				OfflineReplicas:  slices.Clone(p.OfflineReplicas),
 			}
 		}
 		if t.Configs != nil {

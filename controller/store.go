@@ -63,6 +63,13 @@ type metadataStore interface {
 	UserClients(ctx context.Context, user string) ([]string, error)
 	EntityConfig(ctx context.Context, e zk.Entity) (map[string]string, int32, error)
 	SetEntityConfig(ctx context.Context, epochZkVersion int32, e zk.Entity, configs map[string]string, version int32) error
+	// BrokerConfigEntities lists the broker ids (and zk.DefaultEntity)
+	// with dynamic broker configs; BrokerConfig reads one with the
+	// version SetBrokerConfig must name (-1: absent); SetBrokerConfig
+	// also writes the change notification (brokerconfigs.go).
+	BrokerConfigEntities(ctx context.Context) ([]string, error)
+	BrokerConfig(ctx context.Context, entity string) (map[string]string, int32, error)
+	SetBrokerConfig(ctx context.Context, epochZkVersion int32, entity string, configs map[string]string, version int32) error
 
 	// ACLs (/kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/...):
 	// one record per resource pattern. ACLResources lists the patterns

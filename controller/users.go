@@ -81,6 +81,7 @@ func (a *active) onConfigChanges(names []string) {
 	newest := a.configChangeSeq
 	var users []string
 	var entities []zk.Entity // client id and user + client id entities
+	var brokers []string     // broker config entities
 	all := false
 	for _, name := range names {
 		seq, ok := zk.ConfigChangeSequence(name)
@@ -107,6 +108,15 @@ func (a *active) onConfigChanges(names []string) {
 			}
 			return
 		case seq > a.configChangeSeq:
+			if b, ok, err := zk.ParseBrokerEntityPath(change.EntityPath); ok || err != nil {
+				if err != nil {
+					a.c.logger.Warn("config change notification names a bad broker; reading every config again", "notification", name, "err", err)
+					all = true
+				} else if !slices.Contains(brokers, b) {
+					brokers = append(brokers, b)
+				}
+				break
+			}
 			e, ok, err := zk.ParseEntityPath(change.EntityPath)
 			switch {
 			case err != nil:
@@ -124,9 +134,9 @@ func (a *active) onConfigChanges(names []string) {
 		newest = max(newest, seq)
 	}
 	a.configChanges = seen
-	if all || len(users) > 0 || len(entities) > 0 {
+	if all || len(users) > 0 || len(entities) > 0 || len(brokers) > 0 {
 		if all {
-			users, entities = nil, nil
+			users, entities, brokers = nil, nil, nil
 		}
 		next := a.md.clone()
 		var err error
@@ -136,15 +146,19 @@ func (a *active) onConfigChanges(names []string) {
 		if err == nil && (all || len(entities) > 0) {
 			err = a.readQuotaEntities(ctx, next, a.md, entities)
 		}
+		if err == nil && (all || len(brokers) > 0) {
+			next.BrokerConfigs, err = a.readBrokerConfigs(ctx, a.md.BrokerConfigs, brokers)
+		}
 		if err != nil {
 			if a.ctx.Err() == nil {
 				a.c.logger.Error("reading changed user and client configs failed; the next change retries", "err", err)
 			}
 			return // newest not recorded: the next list handles these again
 		}
-		if !equalUserConfigs(next.UserConfigs, a.md.UserConfigs) || !equalQuotaConfigs(next, a.md) {
-			a.c.logger.Info("user and client configs changed in ZooKeeper; publishing them",
-				"users", changedUsers(a.md.UserConfigs, next.UserConfigs), "quota_entities", changedQuotaEntities(a.md, next))
+		if !equalUserConfigs(next.UserConfigs, a.md.UserConfigs) || !equalQuotaConfigs(next, a.md) || !equalUserConfigs(next.BrokerConfigs, a.md.BrokerConfigs) {
+			a.c.logger.Info("user, client and broker configs changed in ZooKeeper; publishing them",
+				"users", changedUsers(a.md.UserConfigs, next.UserConfigs), "quota_entities", changedQuotaEntities(a.md, next),
+				"brokers", changedUsers(a.md.BrokerConfigs, next.BrokerConfigs))
 			a.publishLocked(next)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/kbroker/kbroker/internal/acl"
@@ -30,6 +31,7 @@ const (
 	tagACLs               = 0x6b67 // JSON array of aclRecord: every ACL binding (/kafka-acl, /kafka-acl-extended)
 	tagQuotaConfigs       = 0x6b68 // JSON quotaConfigsTag: client id and user + client id quotas (/config/clients, /config/users/<u>/clients)
 	tagReassignment       = 0x6b69 // on a partition: JSON reassignmentTag, its ongoing reassignment's adding and removing replicas
+	tagBrokerConfigs      = 0x6b6a // JSON object: broker id or <default> -> dynamic config key -> value (/config/brokers)
 )
 
 // EncodeUpdateMetadata builds the UpdateMetadata request for a snapshot.
@@ -59,6 +61,10 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 	if len(md.ClientConfigs) > 0 || len(md.UserClientConfigs) > 0 {
 		js, _ := json.Marshal(quotaConfigsTag{Clients: md.ClientConfigs, UserClients: md.UserClientConfigs}) // maps of strings always encode
 		req.UnknownTags.Set(tagQuotaConfigs, js)
+	}
+	if len(md.BrokerConfigs) > 0 {
+		js, _ := json.Marshal(md.BrokerConfigs) // maps of strings always encode
+		req.UnknownTags.Set(tagBrokerConfigs, js)
 	}
 	live := map[int32]bool{}
 	for _, b := range md.Brokers {
@@ -106,7 +112,7 @@ func EncodeUpdateMetadata(md *Metadata, controllerEpoch int32) *kmsg.UpdateMetad
 				ps.UnknownTags.Set(tagReassignment, js)
 			}
 			for _, r := range p.Replicas {
-				if !live[r] {
+				if !live[r] || slices.Contains(p.OfflineReplicas, r) {
 					ps.OfflineReplicas = append(ps.OfflineReplicas, r)
 				}
 			}
@@ -149,6 +155,10 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 				tagErr = fmt.Errorf("bad quota configs tag: %w", err)
 			}
 			md.ClientConfigs, md.UserClientConfigs = q.Clients, q.UserClients
+		case tagBrokerConfigs:
+			if err := json.Unmarshal(v, &md.BrokerConfigs); err != nil {
+				tagErr = fmt.Errorf("bad broker configs tag: %w", err)
+			}
 		case tagACLs:
 			var recs []aclRecord
 			if err := json.Unmarshal(v, &recs); err != nil {
@@ -176,6 +186,10 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 		md.Brokers = append(md.Brokers, b)
 	}
 	sort.Slice(md.Brokers, func(i, j int) bool { return md.Brokers[i].ID < md.Brokers[j].ID })
+	live := make(map[int32]bool, len(md.Brokers))
+	for _, b := range md.Brokers {
+		live[b.ID] = true
+	}
 	for _, ts := range req.TopicStates {
 		t := &Topic{Name: ts.Topic, ID: ts.TopicID, Partitions: make([]PartitionState, len(ts.PartitionStates))}
 		var err error
@@ -192,6 +206,13 @@ func DecodeUpdateMetadata(req *kmsg.UpdateMetadataRequest) (*Metadata, error) {
 				return nil, fmt.Errorf("topic %s: partition %d out of range", ts.Topic, ps.Partition)
 			}
 			st := PartitionState{Replicas: ps.Replicas, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, PartitionEpoch: ps.ZKVersion}
+			for _, r := range ps.OfflineReplicas {
+				if live[r] {
+					// A live broker's replica in a failed log dir
+					// (the others are offline by being absent).
+					st.OfflineReplicas = append(st.OfflineReplicas, r)
+				}
+			}
 			var tagErr error
 			ps.UnknownTags.Each(func(tag uint32, v []byte) {
 				if tag != tagReassignment || tagErr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbroker/kbroker/protocol"
@@ -39,6 +40,9 @@ type fetcherManager struct {
 	mu       sync.Mutex
 	fetchers map[int32]*fetcher
 	assigned map[TopicPartition]int32 // partition -> leader id
+
+	// throttle is the follower-side replication throttle (throttle.go).
+	throttle atomic.Pointer[throttleRef]
 }
 
 func newFetcherManager(m *Manager) *fetcherManager {
@@ -316,9 +320,13 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	byTopic := map[[16]byte]int{}
 	ready := map[fetchKey]*fetchPart{}
 	sentTo := map[fetchKey]leaderRef{}
+	throttle := f.m.fetchers.followerThrottle()
 	for _, fp := range parts {
 		if fp.truncate {
 			continue
+		}
+		if throttle != nil && throttle.Hold(fp.p.tp) {
+			continue // throttled and over the rate: not in this fetch
 		}
 		offset, logStart, leader, last, ok := fp.p.followerFetchPosition()
 		if !ok {
@@ -409,6 +417,9 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 				// NOT_LEADER, FENCED or UNKNOWN leader epoch: the
 				// controller's next view moves us; keep trying.
 				continue
+			}
+			if throttle != nil {
+				throttle.Record(fp.p.tp, len(rp.RecordBatches))
 			}
 			if _, err := fp.p.appendAsFollower(leader, rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset); err != nil && firstErr == nil {
 				firstErr = err

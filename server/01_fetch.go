@@ -208,7 +208,7 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 				waitOn = append(waitOn, t.part.Changed())
 			}
 		}
-		total, news := readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
+		total, news := b.readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
 		if total >= minBytes || news || !time.Now().Before(deadline) || len(waitOn) == 0 {
 			break
 		}
@@ -216,9 +216,20 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 		woke := waitAny(ctx, waitOn, deadline)
 		addRemoteTime(ctx, time.Since(waitStart)) // Kafka's DelayedFetch: remote time
 		if !woke {
-			readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
+			b.readFetchTargets(targets, maxBytes, incremental, replicaID, req.IsolationLevel == 1)
 			break
 		}
+	}
+	if follower {
+		// What throttled partitions send counts towards the leader's
+		// replication rate (Kafka's sizeOfThrottledPartitions).
+		throttled := 0
+		for _, t := range targets {
+			if t.part != nil && t.records != nil && b.replThrottle.leaderThrottled(replica.TopicPartition{Topic: t.sp.topic, Partition: t.sp.partition}) {
+				throttled += t.records.Size()
+			}
+		}
+		b.replThrottle.leader.Record(throttled, time.Now())
 	}
 
 	if !follower {
@@ -276,7 +287,7 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 // readFetchTargets reads every target once, filling out. It returns the
 // bytes read and whether an incremental response has something to say
 // other than records (an error or changed offsets).
-func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, replicaID int32, readCommitted bool) (int, bool) {
+func (b *Broker) readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, replicaID int32, readCommitted bool) (int, bool) {
 	now := time.Now()
 	total := 0
 	news := false
@@ -310,8 +321,16 @@ func readFetchTargets(targets []*fetchTarget, maxBytes int, incremental bool, re
 		if limit > 0 || minOne || replicaID >= 0 {
 			if replicaID >= 0 {
 				// A follower: reads up to the log end, and its position
-				// moves the high watermark and its ISR membership.
+				// moves the high watermark and its ISR membership. A
+				// throttled replica out of sync gets nothing while the
+				// leader's replication rate is over its bound; its
+				// position is still recorded.
 				res, err = t.part.ReadForFollower(replicaID, t.sp.fetchOffset, max(limit, 0), t.sp.currentLeaderEpoch, now)
+				tp := replica.TopicPartition{Topic: t.sp.topic, Partition: t.sp.partition}
+				if err == nil && b.replThrottle.leaderThrottled(tp) && b.replThrottle.leaderHolds(tp, t.part.InSync(replicaID), now) {
+					res.Records.Close()
+					res.Records = nil
+				}
 			} else {
 				res, err = t.part.Read(t.sp.fetchOffset, limit, minOne, t.sp.currentLeaderEpoch, readCommitted)
 			}

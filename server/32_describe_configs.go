@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -206,11 +209,48 @@ func (b *Broker) describeBrokerConfigs(name string, opts describeOptions) ([]kms
 	if err := b.checkBrokerResource(name); err != nil {
 		return nil, err
 	}
+	md := b.controller.Metadata()
 	if name == "" {
-		// The cluster-wide dynamic broker defaults: kbroker has none.
-		return []kmsg.DescribeConfigsResponseResourceConfig{}, nil
+		// The cluster-wide dynamic broker defaults that are set.
+		return dynamicBrokerConfigEntries(md.BrokerConfigs[controller.DefaultBrokerEntity], nil, true, opts), nil
 	}
-	return brokerConfigEntries(newBrokerProperties(b.cfg), opts), nil
+	entries := brokerConfigEntries(newBrokerProperties(b.cfg), opts)
+	id := strconv.Itoa(int(b.self.ID))
+	if name != id { // the controller describing another broker (checked above)
+		id = name
+	}
+	entries = append(entries, dynamicBrokerConfigEntries(md.BrokerConfigs[id], md.BrokerConfigs[controller.DefaultBrokerEntity], false, opts)...)
+	slices.SortFunc(entries, func(x, y kmsg.DescribeConfigsResponseResourceConfig) int { return strings.Compare(x.Name, y.Name) })
+	return entries, nil
+}
+
+// dynamicBrokerConfigEntries describes the dynamic broker configs: for a
+// broker, each of them, from its own value (DYNAMIC_BROKER_CONFIG), else
+// the cluster-wide one (DYNAMIC_DEFAULT_BROKER_CONFIG), else Kafka's
+// default, with those synonyms in that order; for the cluster-wide
+// resource (onlySet), only the defaults that are set.
+func dynamicBrokerConfigEntries(own, clusterDefault map[string]string, onlySet bool, opts describeOptions) []kmsg.DescribeConfigsResponseResourceConfig {
+	out := []kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, def := range config.DynamicBrokerConfigs() {
+		var syns []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+		if v, ok := own[def.Name]; ok {
+			syns = append(syns, synonym(def.Name, v, kmsg.ConfigSourceDynamicBrokerConfig))
+		}
+		if onlySet && len(syns) == 0 {
+			continue
+		}
+		if v, ok := clusterDefault[def.Name]; ok {
+			syns = append(syns, synonym(def.Name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig))
+		}
+		if onlySet {
+			syns[0].Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		}
+		syns = append(syns, synonym(def.Name, def.Default, kmsg.ConfigSourceDefaultConfig))
+		d := describedConfig{name: def.Name, value: *syns[0].Value, synonyms: syns,
+			info: topicConfigInfo{typ: configTypes[def.Type], doc: def.Doc}}
+		out = append(out, d.entry(opts))
+	}
+	return out
 }
 
 // brokerConfigEntries describes broker properties: read-only, each its

@@ -94,10 +94,17 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 		}
 	}
 	props := b.cfg.Properties()
-	if len(res[0].Configs) != len(props) || len(props) == 0 {
-		t.Fatalf("broker 1: %d configs, want %d", len(res[0].Configs), len(props))
+	dynamic := config.DynamicBrokerConfigs()
+	if len(res[0].Configs) != len(props)+len(dynamic) || len(props) == 0 {
+		t.Fatalf("broker 1: %d configs, want %d", len(res[0].Configs), len(props)+len(dynamic))
 	}
 	for _, c := range res[0].Configs {
+		if d, ok := config.DynamicBrokerConfigDefFor(c.Name); ok {
+			if c.Value == nil || *c.Value != d.Default || c.ReadOnly || c.Source != kmsg.ConfigSourceDefaultConfig {
+				t.Errorf("dynamic %s: %+v, want the default %s, not read-only", c.Name, c, d.Default)
+			}
+			continue
+		}
 		want := props[c.Name]
 		if (c.Value == nil) != (want == "") || (c.Value != nil && *c.Value != want) || !c.ReadOnly {
 			t.Errorf("%s: %+v, want value %q (empty: null) read-only", c.Name, c, want)

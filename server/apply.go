@@ -30,6 +30,7 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
 	defer b.viewChangedLocked()
+	b.replThrottle.update(b.self.ID, md)
 	var errs []error
 	configs := map[string]replica.PartitionConfig{}
 	badConfig := map[string]bool{}

@@ -30,13 +30,16 @@ type Broker struct {
 	cfg    config.Config
 	logger *slog.Logger
 
-	self       controller.BrokerInfo
-	replicas   *replica.Manager
-	controller controlPlane
-	groups     *coordinator.Coordinator
-	txns       *txn.Coordinator
-	txnMarkers *txnMarkerSender
-	fetches    *fetchSessions
+	self     controller.BrokerInfo
+	replicas *replica.Manager
+	// replThrottle is the replication throttles of the latest view
+	// (replication_throttle.go).
+	replThrottle replicationThrottle
+	controller   controlPlane
+	groups       *coordinator.Coordinator
+	txns         *txn.Coordinator
+	txnMarkers   *txnMarkerSender
+	fetches      *fetchSessions
 
 	// applyMu serialises applying metadata snapshots to the local replicas;
 	// it guards viewChanged, closed and replaced after each one.
@@ -181,6 +184,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.replicas.SetFollowerThrottle(&b.replThrottle)
 	b.checkOpenFileLimit()
 	mode := "embedded single node"
 	ccfg := controller.ClusterConfig{

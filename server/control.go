@@ -30,6 +30,7 @@ type controlPlane interface {
 	DeleteTopic(name string) error
 	CreatePartitions(name string, total int32, assignment [][]int32, validateOnly bool) error
 	UpdateTopicConfigs(name string, change func(current map[string]string) (map[string]string, error), validateOnly bool) error
+	UpdateBrokerConfigs(entity string, change func(current map[string]string) (map[string]string, error), validateOnly bool) error
 	AlterScramCredentials(upsertions []controller.ScramUpsertion, deletions []controller.ScramDeletion) ([]controller.ScramResult, error)
 	CreateACLs(bindings []acl.Binding) []error
 	DeleteACLs(filters []acl.Filter) ([]controller.ACLDeletion, error)

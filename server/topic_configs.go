@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kbroker/kbroker/config"
+	"github.com/kbroker/kbroker/controller"
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,17 +35,16 @@ func (b *Broker) alterConfigResource(rtype kmsg.ConfigResourceType, name string,
 		if err := b.checkBrokerResource(name); err != nil {
 			return err
 		}
-		if entries == 0 {
-			return nil
-		}
-		return fmt.Errorf("%w: kbroker has no dynamic broker configs: set broker properties in server.properties or with --override and restart", kerr.InvalidRequest)
+		return b.changeBrokerConfigs(name, change, validateOnly)
 	default:
 		return fmt.Errorf("%w: altering configs is only supported for topics and brokers, not resource type %s", kerr.InvalidRequest, rtype)
 	}
 }
 
 // checkBrokerResource checks a BROKER resource name: empty (the cluster-wide
-// default) or this broker's id, as Kafka's ConfigHelper.
+// default) or this broker's id, as Kafka's ConfigHelper. The controller
+// also takes the id of any broker in its view: another broker forwards
+// the changes of its own dynamic configs there (brokerconfigs.go).
 func (b *Broker) checkBrokerResource(name string) error {
 	if name == "" {
 		return nil
@@ -53,10 +53,13 @@ func (b *Broker) checkBrokerResource(name string) error {
 	if err != nil {
 		return fmt.Errorf("%w: broker id must be an integer, but it is: %q", kerr.InvalidRequest, name)
 	}
-	if int32(id) != b.self.ID {
-		return fmt.Errorf("%w: unexpected broker id, expected %d or empty string, but received %s", kerr.InvalidRequest, b.self.ID, name)
+	if int32(id) == b.self.ID {
+		return nil
 	}
-	return nil
+	if b.controller != nil && b.controller.IsController() && knownBroker(b.controller.Metadata(), int32(id)) {
+		return nil
+	}
+	return fmt.Errorf("%w: unexpected broker id, expected %d or empty string, but received %s", kerr.InvalidRequest, b.self.ID, name)
 }
 
 // changeTopicConfigs replaces topic's overrides with what change computes,
@@ -285,4 +288,10 @@ type topicConfigInfo struct {
 func topicConfigInfoFor(name string) topicConfigInfo {
 	d, _ := config.TopicConfigDefFor(name)
 	return topicConfigInfo{typ: configTypes[d.Type], doc: d.Doc}
+}
+
+// knownBroker reports whether the view lists broker id.
+func knownBroker(md *controller.Metadata, id int32) bool {
+	_, ok := md.Broker(id)
+	return ok
 }

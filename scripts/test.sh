@@ -3,7 +3,7 @@
 # fresh clone it installs what is missing first):
 #
 #   1. system packages: kcat, zookeeper, python3-kafka, python3-confluent-kafka
-#      (librdkafka), node (apt-get, only when absent), and kafkajs for the
+#      (librdkafka), node, chromium (apt-get, only when absent), and kafkajs for the
 #      JavaScript tests (npm ci)
 #   2. gofmt -l         (fails if any file needs formatting)
 #   3. go vet ./...
@@ -58,6 +58,7 @@ install_packages() {
 	/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
 	/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
 	command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+	command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests (chromedp)
 	if [ ${#missing[@]} -gt 0 ]; then
 		if [ "$(id -u)" -ne 0 ]; then
 			echo "missing ${missing[*]} and not root: install them (apt-get install -y ${missing[*]})" >&2
@@ -67,7 +68,7 @@ install_packages() {
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -q && apt-get install -y -q "${missing[@]}" || return 1
 	else
-		echo "kcat, zookeeper, python3-kafka and node are installed"
+		echo "kcat, zookeeper, python3-kafka, node and chromium are installed"
 	fi
 	# kafkajs 2.2.4 for the JavaScript group tests, from the lock file.
 	(cd integration/js && npm ci --no-audit --no-fund)

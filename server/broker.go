@@ -271,7 +271,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			return fmt.Errorf("kbroker.metrics.address %s: %w", b.cfg.MetricsAddress, err)
 		}
 		metricsLn = mln
-		b.logger.Info("serving Prometheus metrics", "addr", "http://"+mln.Addr().String()+"/metrics")
+		b.logger.Info("serving Prometheus metrics and the live console", "metrics", "http://"+mln.Addr().String()+"/metrics", "console", "http://"+mln.Addr().String()+"/")
 	}
 	for _, ln := range listeners {
 		b.logger.Info("kbroker listening", "addr", ln.Addr().String(), "data", logDir, "broker_id", b.cfg.BrokerID,

@@ -163,6 +163,9 @@
     api.renders++;
     if (api.firstRenderMs < 0) {
       api.firstRenderMs = performance.now() - started;
+      // Since the navigation started (performance's time origin): what
+      // "the page loads in" means.
+      api.renderedAtMs = performance.now();
       document.body.setAttribute('data-rendered', '1');
     }
   }

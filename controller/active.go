@@ -60,6 +60,9 @@ type active struct {
 	// are the ACL notifications seen, by path, with their creation time.
 	aclChangeSeq map[string]int64
 	aclChanges   map[string]time.Time
+	// offlineDirs are, per broker, its replicas in failed log dirs
+	// (logdirs.go).
+	offlineDirs map[int32]*offlineDirReplicas
 }
 
 // startActive loads the cluster from the store, elects leaders where the
@@ -100,6 +103,7 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 	}
 	a.mu.Lock()
 	a.md = md
+	a.loadOfflineDirsLocked(lctx)
 	err = a.electAndPublishLocked(lctx)
 	a.mu.Unlock()
 	if err != nil {
@@ -140,6 +144,8 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 	}()
 	a.wg.Add(1)
 	go a.followACLChanges(aclPending, aclChanges)
+	a.wg.Add(1)
+	go a.followLogDirEvents()
 	if c.cfg.AutoLeaderRebalance && c.cfg.LeaderImbalanceCheck > 0 {
 		a.wg.Add(1)
 		go a.rebalanceLeaders(c.cfg.LeaderImbalanceCheck)
@@ -295,7 +301,8 @@ func (a *active) electAndPublishLocked(ctx context.Context) error {
 	for _, t := range next.Topics {
 		unclean := a.uncleanFor(t)
 		for p, ps := range t.Partitions {
-			elected, changed := electLeader(ps, isLive, isEligible, unclean)
+			live, eligible := a.replicaPredicatesLocked(t.Name, int32(p), isLive, isEligible)
+			elected, changed := electLeader(ps, live, eligible, unclean)
 			if !changed {
 				continue
 			}
@@ -371,6 +378,7 @@ func (a *active) publishLocked(next *Metadata) {
 			t.Partitions[p].PartitionEpoch = a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: int32(p)}]
 		}
 	}
+	a.markOfflineDirReplicasLocked(next)
 	// Every view names every deleted topic some replica has not confirmed
 	// (no bound: each must reach every replica); confirmed ones leave.
 	next.DeletedTopicIDs = slices.SortedFunc(maps.Keys(a.deleted), func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
@@ -457,6 +465,7 @@ func (a *active) onBrokersChanged() {
 		delete(a.shuttingDown, id)
 	}
 	a.md = next
+	a.forgetOfflineDirsLocked()
 	if err := a.electAndPublishLocked(ctx); err != nil {
 		a.c.logger.Error("re-electing after a broker change failed", "err", err)
 	}

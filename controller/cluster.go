@@ -78,6 +78,9 @@ type Cluster struct {
 	// this broker while controller.
 	UncleanElections atomic.Int64
 
+	// logDirs is this broker's report of its failed log dirs (logdirs.go).
+	logDirs logDirReports
+
 	started atomic.Bool
 	stop    chan struct{}
 	done    chan struct{}
@@ -227,10 +230,12 @@ func (c *Cluster) Start(ctx context.Context) error {
 }
 
 func (c *Cluster) register(ctx context.Context) error {
-	if _, err := c.members.RegisterBroker(ctx, zkBroker(c.cfg.Self)); err != nil {
+	epoch, err := c.members.RegisterBroker(ctx, zkBroker(c.cfg.Self))
+	if err != nil {
 		return err
 	}
-	return nil
+	// A new session lost the record of failed log dirs: write it again.
+	return c.registeredLogDirs(ctx, epoch)
 }
 
 // run campaigns for controller whenever there is none, and re-registers

@@ -33,7 +33,7 @@ func (a *active) alterISR(leader int32, topic string, topicID [16]byte, partitio
 	}
 	cur := t.Partitions[partition]
 	tp := zk.TopicPartition{Topic: topic, Partition: partition}
-	_, eligible := a.liveAndEligibleLocked()
+	_, eligible := a.replicaPredicatesLocked(topic, partition, nil, nil)
 	if err := checkISRChange(cur, a.zkVersions[tp], leader, leaderEpoch, partitionEpoch, isr, eligible); err != nil {
 		return cur, fmt.Errorf("%s: %w", tp, err)
 	}
@@ -115,7 +115,7 @@ func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([
 			}
 		}
 	}
-	_, eligible := a.liveAndEligibleLocked()
+	isLive, isEligible := a.liveAndEligibleLocked()
 	next := a.md.clone()
 	var results []ElectionResult
 	var updates []zk.PartitionUpdate
@@ -128,6 +128,7 @@ func (a *active) electLeaders(preferred bool, partitions []zk.TopicPartition) ([
 			continue
 		}
 		ps := &t.Partitions[tp.Partition]
+		_, eligible := a.replicaPredicatesLocked(tp.Topic, tp.Partition, isLive, isEligible)
 		if preferred {
 			var elected PartitionState
 			if elected, res.Err = preferredElection(*ps, eligible); res.Err == nil {

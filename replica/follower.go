@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/kbroker/kbroker/recordbatch"
@@ -18,6 +19,12 @@ func (m *Manager) MakeFollower(tp TopicPartition, topicID [16]byte, leaderID, le
 		return nil, err
 	}
 	p.mu.Lock()
+	if p.offline {
+		p.mu.Unlock()
+		// Stopped by a failure of its log dir meanwhile.
+		dir := filepath.Dir(p.log().Dir())
+		return nil, offlineReplicaError(tp, dir, m.failures.err(dir))
+	}
 	if leaderEpoch < p.leaderEpoch {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("make %s follower at epoch %d: already at epoch %d", tp, leaderEpoch, p.leaderEpoch)

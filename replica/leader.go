@@ -55,7 +55,7 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 	}
 	recs, err := p.log().ReadChunks(offset, maxBytes, st.LogEndOffset, true, SendfileMinBytes, p.sendFiles)
 	if err != nil {
-		return res, closedAsNotLeader(fmt.Errorf("read %s at %d for replica %d: %w", p.tp, offset, replicaID, err))
+		return res, p.readFailed(fmt.Errorf("read %s at %d for replica %d: %w", p.tp, offset, replicaID, err))
 	}
 	res.Records = recs
 	return res, nil

@@ -343,8 +343,8 @@ func (m *Manager) trySwap(ctx context.Context, p *Partition, mv *logMove, future
 		mv.keep = true
 		mv.mu.Unlock()
 		err = fmt.Errorf("swap in the moved log of %s: %w", tp, err)
-		if p.onStorageError != nil {
-			p.onStorageError(err)
+		if p.logDirFailed != nil {
+			p.logDirFailed(filepath.Dir(src), err)
 		}
 		return false, err
 	}

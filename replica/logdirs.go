@@ -298,6 +298,11 @@ func (m *Manager) writeDirCheckpoints(name string, offsets map[TopicPartition]in
 		}
 		if err := writePartitionOffsets(filepath.Join(dir, name), byDir[dir]); err != nil {
 			errs = append(errs, err)
+			if isLogDirFailure(err) {
+				// Kafka's OffsetCheckpointFile takes the dir offline
+				// when a checkpoint cannot be written.
+				m.reportDirFailure(dir, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

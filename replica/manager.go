@@ -57,8 +57,12 @@ type Config struct {
 	// Dial opens a connection to a leader for follower fetching; nil on a
 	// single node.
 	Dial Dialer
-	// OnStorageError is told when a log write fails (disk full or failed).
+	// OnStorageError is told of every failed operation on a log that
+	// takes its log dir offline (disk full or failed).
 	OnStorageError func(error)
+	// OnLogDirFailure is told when a log dir went offline and its
+	// replicas were stopped (logdir_failure.go).
+	OnLogDirFailure func(LogDirFailure)
 	// Cleaner configures the log cleaner of compacted topics (RunCleaner).
 	Cleaner CleanerConfig
 }
@@ -121,8 +125,11 @@ type Manager struct {
 	// resumeMoves are moves a restart interrupted: the future log was
 	// dropped, and the move starts again when the partition opens.
 	resumeMoves map[TopicPartition]string
-	// offline are log dirs that failed, with the error.
-	offline map[string]error
+	// offlineReplicas are the replicas in offline log dirs, with their
+	// topic ids: never opened again by this run (logdir_failure.go).
+	offlineReplicas map[TopicPartition][16]byte
+	// failures are the offline log dirs (its own lock).
+	failures *dirFailures
 }
 
 // Stats returns the replication counters.
@@ -139,20 +146,21 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{
-		cfg:           cfg,
-		dirs:          dirs,
-		cleanDirs:     map[string]bool{},
-		stored:        map[TopicPartition][16]byte{},
-		retiring:      map[TopicPartition]chan struct{}{},
-		location:      map[TopicPartition]string{},
-		preferred:     map[TopicPartition]string{},
-		moves:         map[TopicPartition]*logMove{},
-		resumeMoves:   map[TopicPartition]string{},
-		offline:       map[string]error{},
-		logger:        logger,
-		sendFiles:     sendfile.NewBudget(sendfileMaxDescriptors),
-		descriptorLog: ratelog.New(5 * time.Second),
-		partitions:    make(map[TopicPartition]*Partition),
+		cfg:             cfg,
+		dirs:            dirs,
+		cleanDirs:       map[string]bool{},
+		stored:          map[TopicPartition][16]byte{},
+		retiring:        map[TopicPartition]chan struct{}{},
+		location:        map[TopicPartition]string{},
+		preferred:       map[TopicPartition]string{},
+		moves:           map[TopicPartition]*logMove{},
+		resumeMoves:     map[TopicPartition]string{},
+		offlineReplicas: map[TopicPartition][16]byte{},
+		failures:        newDirFailures(len(dirs)),
+		logger:          logger,
+		sendFiles:       sendfile.NewBudget(sendfileMaxDescriptors),
+		descriptorLog:   ratelog.New(5 * time.Second),
+		partitions:      make(map[TopicPartition]*Partition),
 	}
 	m.moveCtx, m.stopMoves = context.WithCancel(context.Background())
 	for _, dir := range dirs {
@@ -246,7 +254,7 @@ func (m *Manager) LogDirs() []string { return slices.Clone(m.dirs) }
 // placeLocked returns the log dir for a new log of tp: the one
 // AlterReplicaLogDirs asked for, else the dir with the fewest logs.
 func (m *Manager) placeLocked(tp TopicPartition) (string, error) {
-	if dir, ok := m.preferred[tp]; ok && m.offline[dir] == nil {
+	if dir, ok := m.preferred[tp]; ok && m.failures.err(dir) == nil {
 		delete(m.preferred, tp)
 		return dir, nil
 	}
@@ -257,7 +265,7 @@ func (m *Manager) placeLocked(tp TopicPartition) (string, error) {
 	for _, mv := range m.moves {
 		counts[mv.dest]++
 	}
-	dir := nextLogDir(m.dirs, counts, func(d string) bool { return m.offline[d] == nil })
+	dir := nextLogDir(m.dirs, counts, func(d string) bool { return m.failures.err(d) == nil })
 	if dir == "" {
 		return "", fmt.Errorf("create log of %s: no log directories available, tried %s: %w",
 			tp, strings.Join(m.dirs, ", "), kerr.KafkaStorageError)
@@ -269,11 +277,7 @@ func (m *Manager) placeLocked(tp TopicPartition) (string, error) {
 func (m *Manager) dirUsable(dir string) bool { return m.dirError(dir) == nil }
 
 // dirError is the failure that took dir offline, nil when online.
-func (m *Manager) dirError(dir string) error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.offline[dir]
-}
+func (m *Manager) dirError(dir string) error { return m.failures.err(dir) }
 
 // Get returns the partition if this broker hosts it.
 func (m *Manager) Get(tp TopicPartition) (*Partition, bool) {
@@ -294,12 +298,16 @@ func (m *Manager) All() []*Partition {
 	return out
 }
 
-// Replicas lists every partition log this broker keeps: the open ones and
-// those only stored in the log dir since the start.
+// Replicas lists every partition log this broker keeps: the open ones,
+// those only stored in the log dir since the start, and those in offline
+// log dirs (which are not opened again, and not deleted, by this run).
 func (m *Manager) Replicas() []Replica {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]Replica, 0, len(m.partitions)+len(m.stored))
+	out := make([]Replica, 0, len(m.partitions)+len(m.stored)+len(m.offlineReplicas))
+	for tp, id := range m.offlineReplicas {
+		out = append(out, Replica{TopicPartition: tp, TopicID: id})
+	}
 	for tp, p := range m.partitions {
 		out = append(out, Replica{TopicPartition: tp, TopicID: p.topicID, Open: true})
 	}
@@ -369,6 +377,9 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 	if p, ok := m.partitions[tp]; ok {
 		return p, nil
 	}
+	if err := m.offlineLocked(tp); err != nil {
+		return nil, err
+	}
 	if _, ok := m.location[tp]; !ok {
 		home, err := m.placeLocked(tp)
 		if err != nil {
@@ -396,21 +407,21 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionC
 		return nil, fmt.Errorf("open log of %s: %w", tp, err)
 	}
 	p := &Partition{
-		tp:             tp,
-		topicID:        topicID,
-		self:           m.cfg.BrokerID,
-		logger:         m.logger.With("partition", tp.String()),
-		isrs:           m.cfg.ISRWriter,
-		onStorageError: m.cfg.OnStorageError,
-		descriptorLog:  m.descriptorLog,
-		stats:          &m.stats,
-		sendFiles:      m.sendFiles,
-		cfg:            cfg,
-		leaderEpoch:    -1,
-		leaderID:       -1,
-		followers:      map[int32]*followerState{},
-		producers:      newProducerStates(),
-		changed:        make(chan struct{}),
+		tp:            tp,
+		topicID:       topicID,
+		self:          m.cfg.BrokerID,
+		logger:        m.logger.With("partition", tp.String()),
+		isrs:          m.cfg.ISRWriter,
+		logDirFailed:  m.logDirFailed,
+		descriptorLog: m.descriptorLog,
+		stats:         &m.stats,
+		sendFiles:     m.sendFiles,
+		cfg:           cfg,
+		leaderEpoch:   -1,
+		leaderID:      -1,
+		followers:     map[int32]*followerState{},
+		producers:     newProducerStates(),
+		changed:       make(chan struct{}),
 		// From the checkpoint, else the log start: as leader it rises as
 		// ISR followers report their log ends; as follower it comes from
 		// the leader. (A single-replica ISR raises it to the log end.)
@@ -459,6 +470,9 @@ func (m *Manager) MakeLeader(tp TopicPartition, topicID [16]byte, leaderEpoch, p
 	m.fetchers.remove(tp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.offline {
+		return nil, offlineReplicaError(tp, filepath.Dir(p.log().Dir()), m.failures.err(filepath.Dir(p.log().Dir())))
+	}
 	if leaderEpoch < p.leaderEpoch {
 		return nil, fmt.Errorf("make %s leader at epoch %d: already at epoch %d", tp, leaderEpoch, p.leaderEpoch)
 	}
@@ -523,6 +537,17 @@ func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 		m.mu.Unlock()
 		<-done
 		m.mu.Lock()
+	}
+	if _, offline := m.offlineReplicas[tp]; offline {
+		// Its log is in an offline dir: neither closed again nor
+		// deleted. A deletion stays pending until a restart finds the
+		// dir usable (Kafka answers StopReplica KAFKA_STORAGE_ERROR).
+		err := m.offlineLocked(tp)
+		m.mu.Unlock()
+		if deleteData {
+			return err
+		}
+		return nil
 	}
 	p, ok := m.partitions[tp]
 	_, stored := m.stored[tp]
@@ -631,6 +656,9 @@ func (m *Manager) RunRetention(ctx context.Context) {
 		for _, p := range m.All() {
 			if err := p.enforceRetention(now); err != nil {
 				m.logger.Error("retention failed", "partition", p.tp.String(), "err", err)
+				if isLogDirFailure(err) {
+					m.logDirFailed(filepath.Dir(p.log().Dir()), err)
+				}
 			}
 			if m.cfg.ProducerIDExpiration > 0 {
 				p.expireProducers(now.Add(-m.cfg.ProducerIDExpiration))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -69,17 +70,20 @@ type Partition struct {
 	stats  *Stats
 	// sendFiles is the manager's budget of descriptors for sendfile.
 	sendFiles *sendfile.Budget
-	// onStorageError is called when the log cannot be written (a full or
-	// failed disk); the broker then stops, as Kafka halts when its log
-	// dirs fail.
-	onStorageError func(error)
+	// logDirFailed reports an operation on the log in dir that failed
+	// (a full or failed disk): the dir goes offline, with every replica
+	// in it (logdir_failure.go).
+	logDirFailed func(dir string, err error)
 	// descriptorLog, shared by the manager's partitions, rate-limits the
 	// lines about appends failing for want of file descriptors.
 	descriptorLog *ratelog.Limiter
 
 	// mu guards every field below.
-	mu          sync.Mutex
-	cfg         PartitionConfig
+	mu  sync.Mutex
+	cfg PartitionConfig
+	// offline: the log's dir failed; the log is closed and the replica
+	// serves nothing until the broker restarts.
+	offline     bool
 	isLeader    bool
 	leaderEpoch int32
 	isr         []int32
@@ -442,7 +446,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 	}
 	recs, upTo, err := p.log().ReadChunksUpTo(offset, maxBytes, bound, minOneBatch, SendfileMinBytes, p.sendFiles)
 	if err != nil {
-		return res, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
+		return res, p.readFailed(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 	}
 	res.Records = recs
 	if readCommitted && upTo > offset {
@@ -453,7 +457,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 		aborted, err := p.log().CollectAbortedTxns(offset, upTo)
 		if err != nil {
 			res.Records.Close()
-			return ReadResult{State: st}, closedAsNotLeader(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
+			return ReadResult{State: st}, p.readFailed(fmt.Errorf("read %s at %d: %w", p.tp, offset, err))
 		}
 		res.AbortedTxns = aborted
 	}
@@ -736,7 +740,8 @@ func (p *Partition) MaxMessageBytes() int32 {
 
 // storageFailed reports a failed log write to the broker and returns it as
 // KAFKA_STORAGE_ERROR, which clients retry elsewhere. The batch was not
-// acknowledged; the broker stops so that other replicas take over.
+// acknowledged; the log's dir goes offline, with every replica in it, so
+// that other replicas take over (the broker serves the other dirs).
 func (p *Partition) storageFailed(err error) error {
 	if errors.Is(err, segment.ErrUnexpectedOffset) {
 		return err
@@ -753,8 +758,8 @@ func (p *Partition) storageFailed(err error) error {
 	if errors.Is(err, segment.ErrClosed) {
 		return closedAsNotLeader(err)
 	}
-	if p.onStorageError != nil {
-		p.onStorageError(err)
+	if p.logDirFailed != nil {
+		p.logDirFailed(filepath.Dir(p.log().Dir()), err)
 	}
 	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 }

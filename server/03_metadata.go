@@ -181,7 +181,8 @@ func metadataTopic(b *Broker, rc *requestContext, t *controller.Topic, version i
 		mp.Replicas = ps.Replicas
 		mp.ISR = ps.ISR
 		for _, r := range ps.Replicas {
-			if _, live := md.Broker(r); !live {
+			// Offline: its broker is not live, or its log dir failed.
+			if _, live := md.Broker(r); !live || slices.Contains(ps.OfflineReplicas, r) {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}

@@ -99,7 +99,7 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(withoutOfflineReplicaErrors(errs)...)
 }
 
 // viewChangedLocked wakes everyone waiting for the next cluster view.

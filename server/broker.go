@@ -51,8 +51,11 @@ type Broker struct {
 	ctrlConn   *kafkaconn.Conn
 
 	// fatal receives the first error that makes the broker stop on its
-	// own (a log dir that cannot be written).
+	// own (no log dir left that can be written).
 	fatal chan error
+	// logDirReports carries failed log dirs to the controller
+	// (logdir_failure.go).
+	logDirReports logDirReports
 
 	// connsMu guards conns, the open client connections (closed on
 	// shutdown or when idle) and what is tracked of each.
@@ -167,12 +170,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			Hook:                cleanerKillHook(b.logger),
 		},
 	}
-	rcfg.OnStorageError = func(err error) {
-		select {
-		case b.fatal <- err:
-		default:
-		}
-	}
+	rcfg.OnLogDirFailure = b.onLogDirFailure
 	if b.cfg.ZookeeperConnect != "" {
 		rcfg.ISRWriter = &isrWriter{b: b}
 		clientID := "kbroker-replica-" + strconv.Itoa(int(b.cfg.BrokerID))
@@ -305,6 +303,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.closeIdleConns(serveCtx)
 	}()
+	b.runLogDirFailures(serveCtx, &wg)
 	if metricsLn != nil {
 		wg.Add(1)
 		go func() {
@@ -336,9 +335,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.logger.Info("shutting down")
 		b.controlledShutdown()
 	case fatalErr = <-b.fatal:
-		// As Kafka halts when its log dirs fail: stop at once; the
-		// other replicas take over, and a restart recovers the logs.
-		b.logger.Error("log dir failed (disk full?): stopping the broker", "data", logDir, "err", fatalErr)
+		// As Kafka halts when all its log dirs failed: stop at once;
+		// the other replicas take over, and a restart recovers the logs.
+		b.logger.Error("every log dir failed (disk full?): stopping the broker", "data", logDir, "err", fatalErr)
 	}
 	b.stopServing(listeners, cancelServe, &wg)
 	if fatalErr != nil {

@@ -22,7 +22,14 @@ func (b *Broker) localPartition(topic string, partition int32) (*replica.Partiti
 	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
 		return nil, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, topic, partition)
 	}
-	p, ok := b.replicas.Get(replica.TopicPartition{Topic: topic, Partition: partition})
+	tp := replica.TopicPartition{Topic: topic, Partition: partition}
+	p, ok := b.replicas.Get(tp)
+	if !ok {
+		if err := b.replicas.OfflineError(tp); err != nil {
+			// Its log dir failed: Kafka's answer for an offline replica.
+			return nil, err
+		}
+	}
 	if !ok || !p.State().IsLeader {
 		return nil, fmt.Errorf("%w: broker %d does not lead %s-%d (leader %d)",
 			kerr.NotLeaderForPartition, b.self.ID, topic, partition, t.Partitions[partition].Leader)

@@ -125,7 +125,7 @@ func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 // serveMetrics serves Prometheus /metrics on addr until ctx ends.
 func (b *Broker) serveMetrics(ctx context.Context, ln net.Listener) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newMetricsCollector(b), b.clientQuotas)
+	reg.MustRegister(newMetricsCollector(b), b.clientQuotas, newLogDirMetrics(b))
 	b.registerOpsMetrics(reg) // ops_metrics.go
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -134,6 +134,27 @@ func TestDynamicBrokerConfigsAndReplicationThrottle(t *testing.T) {
 		return nil
 	})
 
+	// A topic's configs changed through a broker that is not the
+	// controller, as Kafka's ZooKeeper-mode brokers take them anywhere.
+	c.createTopicOn(t, "any-broker", [][]int32{{ctrl}}, map[string]string{"min.insync.replicas": "1"})
+	ireq := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "any-broker"
+	op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	op.Name, op.Op, op.Value = "retention.ms", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("3600000")
+	ir.Configs = append(ir.Configs, op)
+	ireq.Resources = append(ireq.Resources, ir)
+	iresp, err := c.request(src, 10*time.Second, ireq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := iresp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != 0 {
+		t.Fatalf("altering a topic's configs through broker %d (not the controller): %v", src, kerr.ErrorForCode(code))
+	}
+	if got := c.describeConfigs(t, kmsg.ConfigResourceTypeTopic, "any-broker")["retention.ms"]; got != "3600000" {
+		t.Fatalf("retention.ms after altering it through broker %d: %q", src, got)
+	}
+
 	// A 16 MiB partition on src moves to dst under both throttles.
 	const topic = "throttled"
 	c.createTopicOn(t, topic, [][]int32{{src}}, map[string]string{

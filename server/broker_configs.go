@@ -56,10 +56,23 @@ func (b *Broker) changeBrokerConfigs(name string, change configChange, validateO
 	if err != nil || validateOnly {
 		return err
 	}
+	return b.forwardConfigs(kmsg.ConfigResourceTypeBroker, name, next, func(md *controller.Metadata) bool {
+		return maps.Equal(md.BrokerConfigs[entity], next)
+	})
+}
+
+// forwardConfigs sends a resource's whole new config to the controller as
+// an AlterConfigs (which replaces it), on a broker that is not the
+// controller, and waits (bounded) until this broker's view shows it. The
+// read of the current config (this broker's view) and the write are not
+// one step: a change made elsewhere in between is overwritten, as with
+// Kafka's ZooKeeper-mode brokers, which read and write the znode
+// unconditionally.
+func (b *Broker) forwardConfigs(rtype kmsg.ConfigResourceType, name string, next map[string]string, shows func(*controller.Metadata) bool) error {
 	req := kmsg.NewPtrAlterConfigsRequest()
 	req.Version = 1
 	rr := kmsg.NewAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, name
+	rr.ResourceType, rr.ResourceName = rtype, name
 	for k, v := range next {
 		c := kmsg.NewAlterConfigsRequestResourceConfig()
 		c.Name, c.Value = k, kmsg.StringPtr(v)
@@ -68,7 +81,8 @@ func (b *Broker) changeBrokerConfigs(name string, change configChange, validateO
 	req.Resources = append(req.Resources, rr)
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
-	kresp, ctrl, err := b.forwardToController(ctx, "altering dynamic broker configs", req)
+	what := fmt.Sprintf("altering the configs of %v %q", rtype, name)
+	kresp, ctrl, err := b.forwardToController(ctx, what, req)
 	if err != nil {
 		return err
 	}
@@ -83,8 +97,6 @@ func (b *Broker) changeBrokerConfigs(name string, change configChange, validateO
 		}
 		return fmt.Errorf("%w: through controller %d: %s", err, ctrl, msg)
 	}
-	b.awaitView(ctx, ctrl, "altered dynamic broker configs", func(md *controller.Metadata) bool {
-		return maps.Equal(md.BrokerConfigs[entity], next)
-	})
+	b.awaitView(ctx, ctrl, what, shows)
 	return nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -67,9 +68,7 @@ func (b *Broker) checkBrokerResource(name string) error {
 // nothing. The broker's metadata subscriber applies the new settings to the
 // topic's partitions before the controller returns.
 func (b *Broker) changeTopicConfigs(topic string, change configChange, validateOnly bool) error {
-	// The controller runs the read-modify-write under its lock, so two
-	// concurrent incremental changes cannot lose one another.
-	return b.controller.UpdateTopicConfigs(topic, func(overrides map[string]string) (map[string]string, error) {
+	apply := func(overrides map[string]string) (map[string]string, error) {
 		current := maps.Clone(overrides)
 		if current == nil {
 			current = map[string]string{}
@@ -79,7 +78,28 @@ func (b *Broker) changeTopicConfigs(topic string, change configChange, validateO
 			return nil, err
 		}
 		return b.normalizeTopicOverrides(next)
-	}, validateOnly)
+	}
+	// The controller runs the read-modify-write under its lock, so two
+	// concurrent incremental changes cannot lose one another.
+	err := b.controller.UpdateTopicConfigs(topic, apply, validateOnly)
+	if !errors.Is(err, kerr.NotController) {
+		return err
+	}
+	// Another broker is the controller: Kafka's ZooKeeper-mode brokers
+	// change a topic's configs wherever the request lands, so this one
+	// computes them from its view and forwards them.
+	t := b.controller.Metadata().Topics[topic]
+	if t == nil {
+		return fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
+	}
+	next, err := apply(t.Configs)
+	if err != nil || validateOnly {
+		return err
+	}
+	return b.forwardConfigs(kmsg.ConfigResourceTypeTopic, topic, next, func(md *controller.Metadata) bool {
+		nt := md.Topics[topic]
+		return nt == nil || maps.Equal(nt.Configs, next) || (len(nt.Configs) == 0 && len(next) == 0)
+	})
 }
 
 // normalizeTopicOverrides checks a topic's overrides as Kafka does and

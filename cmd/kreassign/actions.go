@@ -339,6 +339,11 @@ func (t *tool) execute(ctx context.Context) (int, error) {
 		return exitError, fmt.Errorf("Unable to find partition: %s", strings.Join(missing, ", "))
 	}
 	fmt.Fprintf(t.out, "Current partition replica assignment\n\n%s\n\nSave this to use as the --reassignment-json-file option during rollback\n", formatReassignment(before))
+	if t.o.throttle > 0 {
+		if err := t.setThrottles(ctx, before, targets); err != nil {
+			return exitError, err
+		}
+	}
 
 	var req kadm.AlterPartitionAssignmentsReq
 	for _, tg := range targets {
@@ -368,7 +373,33 @@ func (t *tool) execute(ctx context.Context) (int, error) {
 		return exitError, fmt.Errorf("Error reassigning partition(s):\n%s", strings.Join(failures, "\n"))
 	}
 	if t.o.wait {
-		return t.waitFor(ctx, targets)
+		return t.waitAndClear(ctx, targets)
+	}
+	return exitOK, nil
+}
+
+// waitAndClear waits for the targets as waitFor, then removes the
+// replication throttles (unless --preserve-throttles) once all are done,
+// as Kafka's --verify does.
+func (t *tool) waitAndClear(ctx context.Context, targets []target) (int, error) {
+	code, err := t.waitFor(ctx, targets)
+	if code != exitOK || err != nil {
+		return code, err
+	}
+	return t.clearWhenDone(ctx, targets)
+}
+
+// clearWhenDone removes the throttles after a complete reassignment.
+func (t *tool) clearWhenDone(ctx context.Context, targets []target) (int, error) {
+	if t.o.preserveThrottles {
+		return exitOK, nil
+	}
+	c, err := t.describe(ctx, targetTopics(targets))
+	if err != nil {
+		return exitError, err
+	}
+	if err := t.clearThrottles(ctx, slices.Sorted(maps.Keys(c.brokers)), targets); err != nil {
+		return exitError, err
 	}
 	return exitOK, nil
 }
@@ -457,7 +488,7 @@ func (t *tool) verify(ctx context.Context) (int, error) {
 	}
 	sortTargets(targets)
 	if t.o.wait {
-		return t.waitFor(ctx, targets)
+		return t.waitAndClear(ctx, targets)
 	}
 	states, err := t.states(ctx, targets)
 	if err != nil {
@@ -467,7 +498,7 @@ func (t *tool) verify(ctx context.Context) (int, error) {
 	if countComplete(states) < len(states) {
 		return exitIncomplete, nil
 	}
-	return exitOK, nil
+	return t.clearWhenDone(ctx, targets)
 }
 
 // waitFor polls the targets' states every --interval until all are

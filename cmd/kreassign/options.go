@@ -44,8 +44,12 @@ type options struct {
 	reassignmentFile string
 	additional       bool
 	wait             bool
-	timeout          time.Duration
-	interval         time.Duration
+	// throttle (--throttle, B/s; 0 none) limits the copying of an
+	// --execute; preserveThrottles keeps throttles on at --verify.
+	throttle          int64
+	preserveThrottles bool
+	timeout           time.Duration
+	interval          time.Duration
 }
 
 // defaultTimeout bounds --wait (and every request) when --timeout is not
@@ -58,8 +62,8 @@ const defaultTimeout = 5 * time.Minute
 var permitted = map[string][]string{
 	actGenerate: {"brokers", "broker-list", "topics", "topics-to-move-json-file", "replication-factor", "disable-rack-aware", "output", "timeout"},
 	actDrain:    {"brokers", "broker-list", "topics", "topics-to-move-json-file", "replication-factor", "disable-rack-aware", "output", "timeout"},
-	actExecute:  {"reassignment-json-file", "additional", "wait", "timeout", "interval"},
-	actVerify:   {"reassignment-json-file", "wait", "timeout", "interval"},
+	actExecute:  {"reassignment-json-file", "additional", "wait", "timeout", "interval", "throttle", "preserve-throttles"},
+	actVerify:   {"reassignment-json-file", "wait", "timeout", "interval", "preserve-throttles"},
 	actCancel:   {"reassignment-json-file", "timeout"},
 	actList:     {"timeout"},
 }
@@ -77,15 +81,16 @@ and plans the moves so that the cluster ends balanced while copying as little as
 
   kreassign --bootstrap-server HOST:PORT --generate --brokers 1,2,3,4 [--topics a,b] [--replication-factor N] [--output FILE]
   kreassign --bootstrap-server HOST:PORT --drain 3 [--brokers 1,2,4] [--output FILE]
-  kreassign --bootstrap-server HOST:PORT --execute --reassignment-json-file FILE [--wait [--timeout 10m]]
-  kreassign --bootstrap-server HOST:PORT --verify --reassignment-json-file FILE [--wait [--timeout 10m]]
+  kreassign --bootstrap-server HOST:PORT --execute --reassignment-json-file FILE [--throttle B/s] [--wait [--timeout 10m]]
+  kreassign --bootstrap-server HOST:PORT --verify --reassignment-json-file FILE [--preserve-throttles] [--wait [--timeout 10m]]
   kreassign --bootstrap-server HOST:PORT --cancel --reassignment-json-file FILE
   kreassign --bootstrap-server HOST:PORT --list
 
 --generate prints the current assignment of the partitions that change (keep it to roll back) and the
 proposed one as Kafka's reassignment JSON, then a summary. --drain B plans every topic off broker B.
 --verify exits 0 when every partition of the file has its target replicas, 3 when some have not (yet),
-1 on errors, 2 on usage errors.
+1 on errors, 2 on usage errors. --throttle limits the copying to that many bytes per second per broker
+(Kafka's replication throttles); --verify removes the throttles once every partition is done.
 
 Options:
 `
@@ -131,6 +136,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.outputFile, "output", "", "also write the proposed reassignment JSON to `FILE`")
 	fs.StringVar(&o.reassignmentFile, "reassignment-json-file", "", "the reassignment as Kafka's JSON `FILE`")
 	fs.BoolVar(&o.additional, "additional", false, "execute even while other reassignments are in progress")
+	fs.Int64Var(&o.throttle, "throttle", 0, "limit the copying of --execute to `B/s` per broker (leader and follower replication throttles); removed by --verify when done")
+	fs.BoolVar(&o.preserveThrottles, "preserve-throttles", false, "do not remove the replication throttles when the reassignment is done")
 	fs.BoolVar(&o.wait, "wait", false, "after --execute, or with --verify: poll until every partition is done or --timeout passes")
 	fs.Func("timeout", "bound on --wait and on each request: a `DURATION` (30s, 10m) or milliseconds as Kafka's tool (default 5m)", func(v string) error {
 		d, err := parseTimeout(v)
@@ -221,6 +228,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.action == actDrain && slices.Contains(o.brokers, o.drain) {
 		return nil, fmt.Errorf("--drain %d: broker %d is also in --brokers", o.drain, o.drain)
+	}
+	if given["throttle"] && o.throttle <= 0 {
+		return nil, fmt.Errorf("--throttle %d: must be a positive number of bytes per second", o.throttle)
 	}
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive", o.timeout)

@@ -57,6 +57,13 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("%+v", o)
 			}
 		}},
+		{name: "execute with throttle", args: with("--execute", "--reassignment-json-file", "f", "--throttle", "1048576"), check: func(t *testing.T, o *options) {
+			if o.action != actExecute || o.throttle != 1048576 || o.preserveThrottles {
+				t.Errorf("%+v", o)
+			}
+		}},
+		{name: "zero throttle", args: with("--execute", "--reassignment-json-file", "f", "--throttle", "0"), err: "positive number of bytes"},
+		{name: "throttle with verify", args: with("--verify", "--reassignment-json-file", "f", "--throttle", "5"), err: `Option "--throttle" can't be used with action "--verify"`},
 		{name: "no action", args: with(), err: "exactly one action"},
 		{name: "two actions", args: with("--generate", "--execute", "--brokers", "1"), err: "exactly one action"},
 		{name: "drain and generate", args: with("--generate", "--drain", "1", "--brokers", "1"), err: "exactly one action"},

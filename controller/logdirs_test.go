@@ -236,6 +236,7 @@ func TestLogDirFailureScenarioZooKeeper(t *testing.T) {
 		return errors.New("broker 3 not yet the controller alone")
 	})
 	e.start(t, 2)
+	waitBrokers(t, e.members[3], []int32{2, 3})
 	want(e.members[3], "t-0 leader 3 isr [3] offline []\nt-1 leader 3 isr [3] offline []\nt-2 leader 3 isr [3] offline []")
 	ps = e.members[3].Metadata().Topics["t"].Partitions[0]
 	if _, err := e.members[3].AlterISR(3, "t", [16]byte{}, 0, ps.LeaderEpoch, ps.PartitionEpoch, []int32{3, 2}); err != nil {
@@ -262,4 +263,26 @@ func renderOffline(c *Cluster, topic string) string {
 		out += fmt.Sprintf("%s-%d leader %d isr %v offline %v", topic, p, ps.Leader, ps.ISR, off)
 	}
 	return out
+}
+
+// The embedded single node tells its own controller: a partition whose
+// only replica is in the failed dir has no leader (and lists its replica
+// offline); the others are untouched.
+func TestLogDirFailureEmbedded(t *testing.T) {
+	c, err := NewEmbedded(t.TempDir(), ClusterConfig{Self: BrokerInfo{ID: 0, Host: "127.0.0.1", Port: 9092}}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTopic(CreateTopicRequest{Name: "t", NumPartitions: 2, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ReportLogDirFailure(ctx, LogDirFailureReport{LogDirs: []string{"/d2"}, Partitions: []TopicPartition{{"t", 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := renderOffline(c, "t"), "t-0 leader 0 isr [0] offline []\nt-1 leader -1 isr [0] offline [0]"; got != want {
+		t.Fatalf("view:\n%s\nwant:\n%s", got, want)
+	}
 }

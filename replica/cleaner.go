@@ -63,7 +63,7 @@ func (p cleanPlan) ratio() float64 {
 // the base of the first dirty segment with a record newer than
 // min.compaction.lag.ms. Clean bytes are those of segments wholly below
 // the first dirty offset; cleanable bytes those of the closed segments
-// reaching past it and starting below the first uncleanable offset.
+// overlapping [first dirty, first uncleanable).
 func planCleaning(segs []segment.SegmentStat, logStart, checkpoint, lso int64, minLag, maxLag time.Duration, nowMs int64) cleanPlan {
 	if len(segs) == 0 {
 		return cleanPlan{}
@@ -91,7 +91,10 @@ func planCleaning(segs []segment.SegmentStat, logStart, checkpoint, lso int64, m
 		switch {
 		case s.Next <= firstDirty:
 			p.cleanBytes += s.Size
-		case !s.Active && s.Base < p.firstUncleanable:
+		case !s.Active && s.Base < p.firstUncleanable && p.firstDirty < p.firstUncleanable:
+			// Overlaps the dirty range [firstDirty, firstUncleanable),
+			// which is empty when the checkpoint reached the last
+			// stable offset (Kafka's logSegments of an empty range).
 			p.cleanableBytes += s.Size
 		}
 	}
@@ -215,14 +218,15 @@ func (m *Manager) RunCleaner(ctx context.Context) {
 func (c *logCleaner) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		p, plan, ok := c.pick(time.Now())
-		if !ok {
-			select {
-			case <-ctx.Done():
-			case <-time.After(c.cfg.Backoff):
-			}
+		if ok && c.clean(ctx, p, plan) {
 			continue
 		}
-		c.clean(ctx, p, plan)
+		// Nothing to clean, or a cleaning that moved nothing on (which
+		// a correct plan never asks for): wait rather than spin.
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.cfg.Backoff):
+		}
 	}
 }
 
@@ -273,8 +277,8 @@ func (c *logCleaner) pick(now time.Time) (*Partition, cleanPlan, bool) {
 }
 
 // clean cleans one log and records its new checkpoint; the end of ctx
-// stops it.
-func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) {
+// stops it. It reports whether the checkpoint moved.
+func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) bool {
 	p.mu.Lock()
 	cfg := p.cfg
 	p.mu.Unlock()
@@ -296,14 +300,14 @@ func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) {
 	case errors.Is(err, segment.ErrCleaningAborted), errors.Is(err, segment.ErrClosed):
 		c.mu.Unlock()
 		c.m.logger.Info("log cleaning aborted", "partition", p.tp.String(), "err", err)
-		return
+		return false
 	default:
 		// Kafka marks such a partition uncleanable until restart
 		// rather than retrying it in a loop.
 		c.uncleanable[p.tp] = true
 		c.mu.Unlock()
 		c.m.logger.Error("log cleaning failed; partition left uncleaned until restart", "partition", p.tp.String(), "err", err)
-		return
+		return false
 	}
 	c.mu.Unlock()
 	c.m.logger.Info("log cleaned", "partition", p.tp.String(), "first_dirty", plan.firstDirty,
@@ -312,6 +316,7 @@ func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) {
 	if err := c.writeCheckpoints(); err != nil {
 		c.m.logger.Warn("writing the cleaner checkpoint failed", "err", err)
 	}
+	return res.EndOffset > plan.firstDirty
 }
 
 // writeCheckpoints writes the checkpoints of the hosted partitions (a

@@ -56,6 +56,18 @@ func TestPlanCleaning(t *testing.T) {
 			wantDirty: 30, wantUnclean: 40, wantClean: 300, wantCleanble: 100, wantNow: true},
 		{name: "max compaction lag not reached", checkpoint: 30, lso: 45, maxLag: time.Duration(now-3000) * time.Millisecond,
 			wantDirty: 30, wantUnclean: 40, wantClean: 300, wantCleanble: 100},
+		// A checkpoint inside a segment at the last stable offset (a
+		// follower or a new leader whose high watermark is behind):
+		// nothing lies between them, nothing is cleanable (Kafka's
+		// logSegments(from, to) of an empty range). Counting the
+		// segment made the cleaner pick the log and clean nothing, in
+		// a loop without backoff (found by kverify's compacted topic).
+		{name: "checkpoint at the last stable offset, mid-segment", checkpoint: 25, lso: 25,
+			wantDirty: 25, wantUnclean: 25, wantClean: 200, wantCleanble: 0},
+		{name: "last stable offset below the checkpoint", checkpoint: 25, lso: 22,
+			wantDirty: 25, wantUnclean: 25, wantClean: 200, wantCleanble: 0},
+		{name: "checkpoint and last stable offset in one segment", checkpoint: 25, lso: 28,
+			wantDirty: 25, wantUnclean: 28, wantClean: 200, wantCleanble: 100},
 		{name: "only the active segment", checkpoint: -1, lso: 5,
 			segs:      []segment.SegmentStat{{Base: 0, Next: 5, Size: 50, Active: true}},
 			wantDirty: 0, wantUnclean: 0},

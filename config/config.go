@@ -90,6 +90,13 @@ type Config struct {
 	MaxConnections               int32
 	MaxConnectionsPerIP          int32
 	MaxConnectionsPerIPOverrides map[string]int32
+	// MaxConnectionCreationRate is max.connection.creation.rate: new
+	// connections per second the broker accepts (default MaxInt32); over
+	// it the accept loop waits, as Kafka's acceptor is throttled.
+	// max.connections and max.connection.creation.rate may also be set per
+	// listener with the listener.name.<listener>. prefix (kept in
+	// Security; see ListenerConnectionLimits).
+	MaxConnectionCreationRate int32
 	// QuotaWindowNum and QuotaWindowSize are quota.window.num (default 11)
 	// and quota.window.size.seconds (default 1 s): client quota rates are
 	// kept over QuotaWindowNum windows of QuotaWindowSize.

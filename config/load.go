@@ -53,15 +53,16 @@ func Default() Config {
 		LogCleanerMinCompactionLag:    0,
 		LogCleanerMaxCompactionLag:    math.MaxInt64,
 
-		MessageMaxBytes:       1048588,
-		SocketRequestMaxBytes: 100 << 20,
-		ConnectionsMaxIdle:    10 * time.Minute,
-		Security:              map[string]string{},
-		MaxConnections:        math.MaxInt32,
-		MaxConnectionsPerIP:   math.MaxInt32,
-		QueuedMaxRequestBytes: -1,
-		QuotaWindowNum:        11,
-		QuotaWindowSize:       time.Second,
+		MessageMaxBytes:           1048588,
+		SocketRequestMaxBytes:     100 << 20,
+		ConnectionsMaxIdle:        10 * time.Minute,
+		Security:                  map[string]string{},
+		MaxConnections:            math.MaxInt32,
+		MaxConnectionsPerIP:       math.MaxInt32,
+		MaxConnectionCreationRate: math.MaxInt32,
+		QueuedMaxRequestBytes:     -1,
+		QuotaWindowNum:            11,
+		QuotaWindowSize:           time.Second,
 
 		ZookeeperSessionTimeout:    18 * time.Second,
 		ZookeeperConnectionTimeout: 18 * time.Second,
@@ -274,6 +275,9 @@ func (c Config) Validate() error {
 	if len(c.LogDirs) == 0 {
 		return &ValueError{Key: "log.dirs", Reason: "at least one log directory is required"}
 	}
+	if err := c.validateListenerConnectionLimits(); err != nil {
+		return err
+	}
 	if c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
 		return &ValueError{Key: "group.min.session.timeout.ms", Value: strconv.FormatInt(c.GroupMinSessionTimeout.Milliseconds(), 10),
 			Reason: "above group.max.session.timeout.ms " + strconv.FormatInt(c.GroupMaxSessionTimeout.Milliseconds(), 10)}
@@ -451,7 +455,8 @@ func properties() []prop {
 
 		int32Prop("message.max.bytes", "largest record batch accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.MessageMaxBytes }),
 		int32Prop("socket.request.max.bytes", "largest request accepted", 1, math.MaxInt32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
-		int32Prop("max.connections", "connections held at once (the inter-broker listener is exempt when there are several)", 0, math.MaxInt32, func(c *Config) *int32 { return &c.MaxConnections }),
+		int32Prop("max.connections", "connections held at once; at the limit new ones wait (the inter-broker listener is exempt when there are several); listener.name.<l>.max.connections limits one listener", 0, math.MaxInt32, func(c *Config) *int32 { return &c.MaxConnections }),
+		int32Prop("max.connection.creation.rate", "new connections accepted per second; over it accepting waits (the inter-broker listener is exempt when there are several); listener.name.<l>.max.connection.creation.rate limits one listener", 0, math.MaxInt32, func(c *Config) *int32 { return &c.MaxConnectionCreationRate }),
 		int32Prop("max.connections.per.ip", "connections held at once from one address; more are closed at once", 0, math.MaxInt32, func(c *Config) *int32 { return &c.MaxConnectionsPerIP }),
 		{
 			name: "max.connections.per.ip.overrides",

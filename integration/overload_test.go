@@ -36,13 +36,27 @@ func dialOverload(addr string) (*overloadConn, error) {
 // request sends req (its version set) and reads its response into resp,
 // the whole exchange bounded by timeout.
 func (c *overloadConn) request(req kmsg.Request, resp kmsg.Response, timeout time.Duration) error {
-	c.corr++
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("overload-test")).AppendRequest(nil, req, c.corr)
 	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
+	if err := c.send(req); err != nil {
+		return err
+	}
+	return c.recv(req, resp)
+}
+
+// send writes req with the next correlation id.
+func (c *overloadConn) send(req kmsg.Request) error {
+	c.corr++
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("overload-test")).AppendRequest(nil, req, c.corr)
 	if _, err := c.Write(frame); err != nil {
 		return fmt.Errorf("write %s: %w", kmsg.NameForKey(req.Key()), err)
 	}
+	return nil
+}
+
+// recv reads the response to the request send wrote last into resp, within
+// the connection's deadline.
+func (c *overloadConn) recv(req kmsg.Request, resp kmsg.Response) error {
 	var size [4]byte
 	if _, err := io.ReadFull(c, size[:]); err != nil {
 		return fmt.Errorf("read %s response: %w", kmsg.NameForKey(req.Key()), err)

@@ -1,6 +1,14 @@
 package server
 
-import "time"
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/kbroker/kbroker/internal/ratelog"
+)
 
 // Accept errors (EMFILE and ENFILE when descriptors run out, ENOBUFS,
 // ECONNABORTED, ...) are retried after a pause, as Go's net/http server
@@ -36,4 +44,103 @@ func nextAcceptDelay(prev time.Duration) time.Duration {
 		return acceptBackoffMin
 	}
 	return min(2*prev, acceptBackoffMax)
+}
+
+// acceptLoop accepts connections on listener l until ln is closed. A
+// failed accept (out of descriptors, most often) is retried after a
+// growing pause (see acceptBackoff), logged at most once per
+// acceptLogEvery. Connection limits and creation rates are connQuotas':
+// the loop waits for a slot before accepting and, once it has accepted,
+// for the throttle the creation rates impose before it serves the
+// connection and accepts the next.
+func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, l *listener, wg *sync.WaitGroup) {
+	name := l.name
+	var backoff acceptBackoff
+	logLimit := ratelog.New(acceptLogEvery)
+	refusedLog := ratelog.New(acceptLogEvery)
+	lruLog := ratelog.New(acceptLogEvery)
+	for {
+		if !b.quotas.waitSlot(ctx, name) {
+			return
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			wait := backoff.failed()
+			if ok, suppressed := logLimit.Allow(time.Now()); ok {
+				b.logger.Warn("accept failed; retrying after a pause", "addr", ln.Addr().String(), "err", err,
+					"pause", wait, "failures_not_logged", suppressed)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			continue
+		}
+		backoff.succeeded()
+		addr := remoteAddr(c)
+		withinIP, ok := b.quotas.admit(ctx, name, addr)
+		if !ok {
+			c.Close()
+			return
+		}
+		if !withinIP {
+			b.quotas.release(name, addr)
+			b.connsRefused.Add(1)
+			if ok, suppressed := refusedLog.Allow(time.Now()); ok {
+				b.logger.Info("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(),
+					"refused_not_logged", suppressed)
+			}
+			c.Close()
+			continue
+		}
+		if name == b.quotas.protected && b.quotas.overLimit() {
+			if lru := b.leastRecentlyActiveConn(name); lru != nil {
+				if ok, suppressed := lruLog.Allow(time.Now()); ok {
+					b.logger.Info("closing the least recently active connection: max.connections reached and the inter-broker listener takes one more",
+						"remote", lru.RemoteAddr().String(), "closed_not_logged", suppressed)
+				}
+				lru.Close()
+			}
+		}
+		st := &connState{listener: name}
+		st.touch(time.Now())
+		b.connsMu.Lock()
+		b.conns[c] = st
+		b.connsMu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				b.connsMu.Lock()
+				delete(b.conns, c)
+				b.connsMu.Unlock()
+				c.Close()
+				b.quotas.release(name, addr)
+			}()
+			b.serveConn(ctx, c, st, l)
+		}()
+	}
+}
+
+// leastRecentlyActiveConn returns the open connection, on another listener
+// than except, whose last request or response is the oldest (Kafka's LRU
+// channel), or nil.
+func (b *Broker) leastRecentlyActiveConn(except string) net.Conn {
+	b.connsMu.Lock()
+	defer b.connsMu.Unlock()
+	var lru net.Conn
+	var oldest int64
+	for c, st := range b.conns {
+		if st.listener == except {
+			continue
+		}
+		if at := st.lastActive.Load(); lru == nil || at < oldest {
+			lru, oldest = c, at
+		}
+	}
+	return lru
 }

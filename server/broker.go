@@ -20,7 +20,6 @@ import (
 	"github.com/kbroker/kbroker/coordinator"
 	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/internal/quota"
-	"github.com/kbroker/kbroker/internal/ratelog"
 	"github.com/kbroker/kbroker/replica"
 	"github.com/kbroker/kbroker/txn"
 )
@@ -409,66 +408,4 @@ func (b *Broker) shutdownStorage() error {
 		return fmt.Errorf("close logs: %w", err)
 	}
 	return nil
-}
-
-// acceptLoop accepts connections on the listener named name until ln is
-// closed. A failed accept (out of descriptors, most often) is retried
-// after a growing pause (see acceptBackoff), logged at most once per
-// acceptLogEvery. Connection limits are connQuotas'.
-func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, l *listener, wg *sync.WaitGroup) {
-	name := l.name
-	var backoff acceptBackoff
-	logLimit := ratelog.New(acceptLogEvery)
-	refusedLog := ratelog.New(acceptLogEvery)
-	for {
-		if !b.quotas.waitSlot(ctx, name) {
-			return
-		}
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			wait := backoff.failed()
-			if ok, suppressed := logLimit.Allow(time.Now()); ok {
-				b.logger.Warn("accept failed; retrying after a pause", "addr", ln.Addr().String(), "err", err,
-					"pause", wait, "failures_not_logged", suppressed)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			continue
-		}
-		backoff.succeeded()
-		addr := remoteAddr(c)
-		if !b.quotas.add(addr) {
-			b.quotas.release(addr)
-			b.connsRefused.Add(1)
-			if ok, suppressed := refusedLog.Allow(time.Now()); ok {
-				b.logger.Info("closing connection: max.connections.per.ip reached", "remote", c.RemoteAddr().String(),
-					"refused_not_logged", suppressed)
-			}
-			c.Close()
-			continue
-		}
-		st := &connState{}
-		st.touch(time.Now())
-		b.connsMu.Lock()
-		b.conns[c] = st
-		b.connsMu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				b.connsMu.Lock()
-				delete(b.conns, c)
-				b.connsMu.Unlock()
-				c.Close()
-				b.quotas.release(addr)
-			}()
-			b.serveConn(ctx, c, st, l)
-		}()
-	}
 }

@@ -12,6 +12,7 @@ import (
 // connState is what the broker tracks of one client connection besides
 // the connection itself.
 type connState struct {
+	listener string // the listener's name, upper case
 	// lastActive is when a request was last read or a response last
 	// written (UnixNano); inFlight counts requests read and not yet
 	// answered (a long-poll fetch, a produce waiting for replication).

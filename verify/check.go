@@ -76,6 +76,8 @@ type Result struct {
 	// Txn summarises the transactional workload's events, if any (then
 	// Unavailable is the longest stretch without a committed transaction).
 	Txn TxnStats
+	// Compact summarises the compacted topic's events, if any.
+	Compact CompactStats
 }
 
 // Valid reports whether no anomaly was found.
@@ -137,15 +139,18 @@ func Check(history []Event) Result {
 		Sends:       map[Outcome]int{},
 		SendsByProc: map[string]map[Outcome]int{},
 	}}
-	var events, recreated []Event
+	var events, recreated, compacted []Event
 	for _, e := range history {
-		if ofRecreatedTopic(e) {
+		if ofCompactedTopic(e) {
+			compacted = append(compacted, e)
+		} else if ofRecreatedTopic(e) {
 			recreated = append(recreated, e)
 		} else {
 			events = append(events, e)
 		}
 	}
 	c.checkRecreated(recreated)
+	compactOKs := c.checkCompacted(compacted)
 
 	final := map[po]string{}                 // the final read
 	finalValues := map[pv][]int64{}          // value -> offsets in the final read
@@ -256,6 +261,11 @@ func Check(history []Event) Result {
 		}
 	}
 	c.availability(sends, workStart, workEnd)
+	if len(sends) == 0 && len(compactOKs) > 0 {
+		// A run of the compacted workload alone (--compact).
+		c.res.Unavailable, c.res.UnavailableFrom = 0, 0
+		c.availabilityOf(compactOKs, workStart, workEnd)
+	}
 	c.checkTxn(events)
 	return c.res
 }

@@ -8,10 +8,16 @@
 // poll-skip, aborted-read, unseen-after-healing), plus replica byte-equality
 // and epoch monotonicity. A second topic is deleted and created again under
 // the same name while the workload uses it; its own rule is that no record
-// of an earlier incarnation is read after the re-creation.
+// of an earlier incarnation is read after the re-creation. A third topic is
+// compacted (cleanup.policy=compact, cleaned every second or so): keyed
+// writes and tombstones, whose checker wants every key's latest
+// acknowledged value (or a later one) after cleaning, no deleted key back,
+// no tombstone left after delete.retention.ms, each key's records in the
+// order they were written.
 //
 // Files: history.go (events and the recorder), check.go (the checker),
-// check_recreate.go (the checker for the re-created topic), proxy.go (the
+// check_recreate.go (the checker for the re-created topic), compact.go and
+// check_compact.go (the compacted topic's workload and checker), proxy.go (the
 // TCP proxy), cluster.go (processes), faults.go (the schedule),
 // recreate.go (the delete-and-recreate fault), workload.go (clients),
 // observe.go (ZooKeeper epochs and replica logs), run.go (a whole run and
@@ -124,6 +130,11 @@ type Event struct {
 	Err       string  `json:"err,omitempty"`
 	Poll      int64   `json:"poll,omitempty"`
 	Txn       string  `json:"txn,omitempty"`
+	// Key and Tombstone are the record's key and whether its value is
+	// null, on the compacted topic's sends and reads (compact.go), whose
+	// Value is then the record's id (its "kverify" header).
+	Key       string `json:"key,omitempty"`
+	Tombstone bool   `json:"tomb,omitempty"`
 
 	Partitions      []int32 `json:"partitions,omitempty"`
 	Leader          int32   `json:"leader,omitempty"`

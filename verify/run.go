@@ -28,7 +28,12 @@ type Options struct {
 	Unsafe   bool          // min.insync.replicas=1, unclean election, the isolate-then-kill fault
 	// Txn runs the transactional workload (txn_workload.go) instead of the
 	// plain one, under the same faults except the topic re-creations.
-	Txn        bool
+	Txn bool
+	// Compact runs the compacted topic's workload (compact.go) alone,
+	// its partitions' leaders the faults' targets, under the same faults
+	// except the topic re-creations. Without it (and without Txn and
+	// Unsafe) that workload runs beside the plain one.
+	Compact    bool
 	Brokers    int
 	Partitions int32
 	Dir        string // working directory (a temporary one if empty)
@@ -159,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rec.Add(Event{Kind: KindPhase, Detail: detail})
 		logf("phase %s", detail)
 	}
-	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v txn=%v duration=%v brokers=%d partitions=%d security=%s", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Duration, o.Brokers, o.Partitions, sec.Name()))
+	phase(fmt.Sprintf("kverify mode=%s seed=%d unsafe=%v txn=%v compact=%v duration=%v brokers=%d partitions=%d security=%s", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Compact, o.Duration, o.Brokers, o.Partitions, sec.Name()))
 	phase("security: " + rep.Security)
 
 	timing := Timing{Lag: o.Lag, Session: o.Session}
@@ -172,7 +177,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	default:
 		faults = ShortSchedule(o.Seed, timing, o.Partitions)
 	}
-	if o.Txn {
+	if o.Txn || o.Compact {
 		// The re-created topic's rules are the plain workload's.
 		faults = slices.DeleteFunc(faults, func(f Fault) bool { return f.Kind == RecreateTopic || f.Kind == RecreateTopicPaused })
 	}
@@ -191,6 +196,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			// (the state log wants 2 in sync) and nothing is lost.
 			ccfg.Extra = append(ccfg.Extra, "transaction.state.log.min.isr=1")
 		}
+	}
+	// The compacted topic's workload: alone with --compact, else beside
+	// the plain one (the unsafe run stays as it was).
+	compactOn := o.Compact || (!o.Txn && !o.Unsafe)
+	if compactOn {
+		ccfg.Extra = append(ccfg.Extra, CompactBrokerSettings...)
 	}
 	logf("starting ZooKeeper and %d brokers in %s", o.Brokers, o.Dir)
 	c, err := StartCluster(ctx, ccfg)
@@ -216,20 +227,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer zv.Close()
 	topic := "kverify"
-	topics := []topicSpec{{topic, o.Partitions}}
-	if o.Txn {
+	topics := []topicSpec{{name: topic, partitions: o.Partitions}}
+	switch {
+	case o.Txn:
 		topic = "kverify-txn"
-		topics = []topicSpec{{topic, o.Partitions}, {topic + "-out", o.Partitions}}
+		topics = []topicSpec{{name: topic, partitions: o.Partitions}, {name: topic + "-out", partitions: o.Partitions}}
+	case o.Compact:
+		topic = CompactTopicName
+		topics = nil
+	}
+	if compactOn {
+		topics = append(topics, topicSpec{name: CompactTopicName, partitions: o.Partitions, configs: CompactTopicConfigs()})
 	}
 	// The re-created topic has its own workload, only when a fault
 	// re-creates it (so the unsafe run is as before).
 	var recreate *Incarnations
 	if slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == RecreateTopic || f.Kind == RecreateTopicPaused }) {
 		recreate = NewIncarnations(RecreateTopicName, RecreatePartitions)
-		topics = append(topics, topicSpec{recreate.Topic, recreate.Partitions})
+		topics = append(topics, topicSpec{name: recreate.Topic, partitions: recreate.Partitions})
 	}
 	for _, t := range topics {
-		if err := setup(ctx, c, zv, t.name, t.partitions); err != nil {
+		if err := setup(ctx, c, zv, t); err != nil {
 			return nil, err
 		}
 	}
@@ -247,16 +265,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	w := &Workload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Partitions: o.Partitions, Interval: o.Interval, Dir: o.Dir, Logf: logf, Recreate: recreate, Security: sec}
 	tw := &TxnWorkload{Rec: rec, Seeds: c.Seeds(), Topic: topic, Out: topic + "-out", Partitions: o.Partitions, Producers: 3,
 		Group: fmt.Sprintf("kverify-etl-%d", o.Seed), Seed: o.Seed, Interval: 20 * o.Interval, Logf: logf, Security: sec}
+	var cw *CompactWorkload
+	if compactOn {
+		cw = &CompactWorkload{Rec: rec, Seeds: c.Seeds(), Topic: CompactTopicName, Partitions: o.Partitions, Keys: 20,
+			Interval: o.Interval, Seed: o.Seed, Logf: logf, Security: sec}
+	}
 	consCtx, stopCons := context.WithCancel(ctx)
 	etlCtx, stopEtl := context.WithCancel(ctx)
 	var consWG, etlWG sync.WaitGroup
-	consWG.Add(1)
-	if o.Txn {
+	switch {
+	case o.Txn:
+		consWG.Add(1)
 		go func() { defer consWG.Done(); tw.RunConsumers(consCtx) }()
 		etlWG.Add(1)
 		go func() { defer etlWG.Done(); tw.RunEtl(etlCtx) }()
-	} else {
+	case !o.Compact:
+		consWG.Add(1)
 		go func() { defer consWG.Done(); w.RunConsumers(consCtx, fmt.Sprintf("kverify-%d", o.Seed)) }()
+	}
+	if cw != nil {
+		consWG.Add(1)
+		go func() { defer consWG.Done(); cw.RunReader(consCtx) }()
 	}
 	defer func() { stopCons(); consWG.Wait() }()
 	defer func() { stopEtl(); etlWG.Wait() }()
@@ -267,12 +296,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phase("workload-start")
 	go func() {
 		defer prodWG.Done()
-		if o.Txn {
+		switch {
+		case o.Txn:
 			tw.RunProducers(prodCtx)
-		} else {
+		case !o.Compact:
 			w.RunProducers(prodCtx)
 		}
 	}()
+	if cw != nil {
+		prodWG.Add(1)
+		go func() { defer prodWG.Done(); cw.RunProducers(prodCtx) }()
+	}
 
 	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Recreate: recreate, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
 	nem.Run(ctx, faults)
@@ -284,6 +318,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phase("workload-end")
 	prodWG.Wait()
 	phase("producers-done")
+	// The compacted topic settles (fences, cleanings, tombstones going)
+	// and is read while the other topics quiesce and are read.
+	var compactEnds map[int32]int64
+	var compactErr error
+	compactDone := make(chan struct{})
+	go func() {
+		defer close(compactDone)
+		if cw != nil {
+			compactEnds, compactErr = cw.Settle(ctx)
+		}
+	}()
 
 	// Quiesce: every partition back to a full ISR, on its own.
 	if err := waitFor(ctx, 60*time.Second, func() error {
@@ -306,6 +351,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, t := range topics {
 		if o.Txn {
 			break
+		}
+		if t.name == CompactTopicName {
+			continue // read by Settle
 		}
 		var e map[int32]int64
 		if err := waitFor(ctx, 30*time.Second, func() error {
@@ -336,6 +384,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}); err != nil {
 			rep.Warnings = append(rep.Warnings, err.Error())
 		}
+	}
+	<-compactDone
+	if compactErr != nil {
+		rep.Warnings = append(rep.Warnings, compactErr.Error())
+	} else if cw != nil {
+		ends[CompactTopicName] = compactEnds
+		phase(fmt.Sprintf("final-read %s %v", CompactTopicName, compactEnds))
 	}
 	stopCons()
 	consWG.Wait()
@@ -372,6 +427,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					rec.Add(Event{Kind: KindPhase, Detail: fmt.Sprintf("warning: %q in %s", bad, b.LogPath)})
 				}
 			}
+			if n := idleCleanings(data); n > idleCleaningsMax {
+				rec.Add(Event{Kind: KindPhase, Detail: fmt.Sprintf("warning: %d cleanings that moved no cleaner checkpoint in %s (a cleaner spinning?)", n, b.LogPath)})
+			}
 		}
 	}
 	for _, t := range topics {
@@ -379,7 +437,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			continue
 		}
 		for p := int32(0); p < t.partitions; p++ {
-			if s, ok := states[t.name][p]; ok {
+			s, ok := states[t.name][p]
+			switch {
+			case !ok:
+			case t.name == CompactTopicName:
+				// Replicas clean on their own: compare what they
+				// hold, not their bytes.
+				CompactReplicaCheck(rec, c, t.name, p, s, ends[t.name][p])
+			default:
 				ReplicaCheck(rec, c, t.name, w.label(t.name), p, s, ends[t.name][p])
 			}
 		}
@@ -405,14 +470,44 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// idleCleaningsMax is how many cleanings that clean nothing a broker log
+// may hold before the report warns: a correct cleaner plans none, but a
+// log truncated under a cleaning may make a few.
+const idleCleaningsMax = 20
+
+// idleCleanings counts a broker log's "log cleaned" lines whose end offset
+// is their first dirty offset.
+func idleCleanings(log []byte) int {
+	n := 0
+	for _, l := range bytes.Split(log, []byte("\n")) {
+		if !bytes.Contains(l, []byte(`msg="log cleaned"`)) {
+			continue
+		}
+		var first, end string
+		for _, f := range strings.Fields(string(l)) {
+			if v, ok := strings.CutPrefix(f, "first_dirty="); ok {
+				first = v
+			} else if v, ok := strings.CutPrefix(f, "end_offset="); ok {
+				end = v
+			}
+		}
+		if first != "" && first == end {
+			n++
+		}
+	}
+	return n
+}
+
 type topicSpec struct {
 	name       string
 	partitions int32
+	configs    map[string]*string // topic configs (nil: the brokers' defaults)
 }
 
 // setup waits for every broker to register and a controller, creates the
 // topic and waits until every partition has its full ISR.
-func setup(ctx context.Context, c *Cluster, zv *ZKView, topic string, partitions int32) error {
+func setup(ctx context.Context, c *Cluster, zv *ZKView, t topicSpec) error {
+	topic, partitions := t.name, t.partitions
 	if err := waitFor(ctx, 30*time.Second, func() error {
 		ids, err := zv.Registered()
 		if err != nil {
@@ -435,7 +530,7 @@ func setup(ctx context.Context, c *Cluster, zv *ZKView, topic string, partitions
 	if err := waitFor(ctx, 30*time.Second, func() error {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		resp, err := adm.CreateTopic(rctx, partitions, 3, nil, topic)
+		resp, err := adm.CreateTopic(rctx, partitions, 3, t.configs, topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -479,7 +574,7 @@ func waitFor(ctx context.Context, within time.Duration, fn func() error) error {
 // Print writes the report.
 func (r *Report) Print(w io.Writer) {
 	o := r.Options
-	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v txn=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "\n== kverify %s seed=%d unsafe=%v txn=%v compact=%v: %d brokers, %d partitions, elapsed %v\n", o.Mode, o.Seed, o.Unsafe, o.Txn, o.Compact, o.Brokers, o.Partitions, r.Elapsed.Round(time.Second))
 	if r.LogDirs != "" {
 		fmt.Fprintf(w, "log dirs: %s\n", r.LogDirs)
 	}
@@ -506,6 +601,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "transactions: %d committed, %d aborted, %d unknown; %d records produced in them, %d read_committed by consumers, %d in the final read\n",
 			t.ByStatus[TxnCommitted], t.ByStatus[TxnAborted], t.ByStatus[TxnUnknown], t.Writes, t.Reads, t.Final)
 	}
+	if cs := res.Compact; cs.Sends > 0 {
+		fmt.Fprintf(w, "compacted topic: %d records sent (%d tombstones) over %d keys; %d read by the reader; final read after cleaning: %d records (%d tombstones), %d live keys\n",
+			cs.Sends, cs.Tombstones, cs.Keys, cs.Reads, cs.Final, cs.FinalTombs, cs.LiveKeys)
+	}
 	var compared, differ, epochs int
 	for _, e := range r.Events {
 		switch {
@@ -517,7 +616,7 @@ func (r *Report) Print(w io.Writer) {
 			epochs++
 		}
 	}
-	fmt.Fprintf(w, "replicas: %d ISR member logs identical to the leader's up to the HW, %d not\n", compared, differ)
+	fmt.Fprintf(w, "replicas: %d ISR member logs identical to the leader's up to the HW (the compacted topic's: the same latest record per key), %d not\n", compared, differ)
 	fmt.Fprintf(w, "ZooKeeper: %d partition-state / controller-epoch changes observed\n", epochs)
 	what := "a successful acks=all write"
 	if res.Txn.ByStatus != nil && res.Sends[OK] == 0 {
@@ -531,7 +630,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "\nanomalies: none\n")
 	} else {
 		fmt.Fprintf(w, "\nanomalies:\n")
-		for _, name := range append(slices.Clone(AllAnomalies), TxnAnomalies...) {
+		for _, name := range slices.Concat(AllAnomalies, TxnAnomalies, CompactAnomalies) {
 			if n := res.ByName[name]; n > 0 {
 				fmt.Fprintf(w, "  %-28s %d\n", name, n)
 			}
@@ -546,8 +645,8 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nhistory: %s\n", r.HistoryPath)
 	if o.Mode != "check" {
-		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s%s\n", o.Mode, o.Seed,
-			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], durationFlag(o), securityFlags(o))
+		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s%s%s\n", o.Mode, o.Seed,
+			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], map[bool]string{true: " --compact"}[o.Compact], durationFlag(o), securityFlags(o))
 	}
 }
 

@@ -236,6 +236,12 @@ func (s *rawSender) send(ctx context.Context, inc int32) (Event, bool) {
 }
 
 func (w *Workload) leaderOf(ctx context.Context, cl *kgo.Client, topic string, p int32) int32 {
+	return partitionLeader(ctx, cl, topic, p)
+}
+
+// partitionLeader asks cl's brokers for the leader of topic/p (-1 when
+// there is none or no answer within 2 s).
+func partitionLeader(ctx context.Context, cl *kgo.Client, topic string, p int32) int32 {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)

@@ -2,9 +2,13 @@
 // it starts itself (ZooKeeper and three brokers behind fault-injecting
 // proxies) and checks the recorded history. See package verify.
 //
-//	kverify short [--seed N] [--unsafe] [--txn] [--expect-anomaly NAME] [--log-dir-tmpfs MiB] [--security sasl_ssl [--sasl-mechanism PLAIN]]
-//	kverify long --duration 10m --seed N [--unsafe] [--txn] [--security sasl_ssl]
+//	kverify short [--seed N] [--unsafe] [--txn] [--compact] [--expect-anomaly NAME] [--log-dir-tmpfs MiB] [--security sasl_ssl [--sasl-mechanism PLAIN]]
+//	kverify long --duration 10m --seed N [--unsafe] [--txn] [--compact] [--security sasl_ssl]
 //	kverify check HISTORY.jsonl
+//
+// A plain run (neither --unsafe nor --txn) also writes keyed records and
+// tombstones to a compacted topic beside the plain workload; --compact
+// runs that workload alone with the faults aimed at its leaders.
 //
 // Exit status: 0 when no anomaly was found (with --expect-anomaly: when
 // that anomaly was found), 1 otherwise, 2 on usage or setup errors.
@@ -43,6 +47,7 @@ func main() {
 	duration := fs.Duration("duration", 10*time.Minute, "long mode: how long to inject faults")
 	unsafe := fs.Bool("unsafe", false, "min.insync.replicas=1, unclean leader election, leader isolated from its followers then killed: must show lost-write")
 	txn := fs.Bool("txn", false, "transactional workload: transactional producers (commit or abort), read_committed consumers, a consume-transform-produce loop; checks aborted-read, intermediate-read, lost-committed-write, duplicate, read-past-lso")
+	compact := fs.Bool("compact", false, "compacted topic workload alone, faults aimed at its leaders: keyed writes and tombstones on a cleanup.policy=compact topic cleaned every second; checks lost-latest-value, resurrected-key, reordered-key, tombstone-retained (plain runs have it beside their workload)")
 	expect := fs.String("expect-anomaly", "", "invert the verdict: exit 0 only if this anomaly (e.g. lost-write) was found")
 	dir := fs.String("dir", "", "working directory (default: a new temporary directory, kept)")
 	bin := fs.String("kbroker-bin", "", "kbroker binary (default: go build ./cmd/kbroker)")
@@ -77,13 +82,17 @@ func main() {
 		rep.Print(os.Stdout)
 		os.Exit(verdict(rep.Result, *expect))
 	case "short", "long":
+		if *compact && (*txn || *unsafe) {
+			fmt.Fprintln(os.Stderr, "kverify: --compact runs alone: not with --txn or --unsafe")
+			os.Exit(2)
+		}
 	default:
 		usage()
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Dir: *dir, Bin: *bin,
+	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Compact: *compact, Dir: *dir, Bin: *bin,
 		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20, Security: *security, SASLMechanism: *mechanism}
 	if *tmpfs <= 0 {
 		o.TmpfsSize = -1

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,7 +43,14 @@ var errIndexCorrupt = errors.New("index corrupt")
 // An mmapFile is not safe for concurrent use; the Log's mu serialises access
 // (writers hold it exclusively, readers shared).
 type mmapFile struct {
-	path      string
+	path string
+	// mapMu orders the mapping's replacement (mapLen, unmap) after a
+	// sync running without the Log's lock (a flush after a roll) that
+	// still uses it: retention, truncation and the cleaner's swap close
+	// segments such a flush may be syncing. Everything else reads data
+	// under the Log's lock, which every replacement holds too. A pointer:
+	// the index types embed an mmapFile copied from openMmapFile's.
+	mapMu     *sync.Mutex
 	data      []byte // the mapping; len(data) is the file size
 	entrySize int
 	entries   int
@@ -69,7 +77,7 @@ func openMmapFile(path string, entrySize int) (*mmapFile, error) {
 		return nil, err
 	}
 	defer f.Close()
-	m := &mmapFile{path: path, entrySize: entrySize}
+	m := &mmapFile{path: path, entrySize: entrySize, mapMu: &sync.Mutex{}}
 	if size%int64(entrySize) != 0 {
 		m.misaligned = true
 		size -= size % int64(entrySize)
@@ -100,6 +108,8 @@ func (m *mmapFile) withFile(fn func(f *os.File) error) error {
 }
 
 func (m *mmapFile) mapLen(f *os.File, n int64) error {
+	m.mapMu.Lock()
+	defer m.mapMu.Unlock()
 	if n == 0 {
 		m.data = nil
 		return nil
@@ -113,6 +123,8 @@ func (m *mmapFile) mapLen(f *os.File, n int64) error {
 }
 
 func (m *mmapFile) unmap() error {
+	m.mapMu.Lock()
+	defer m.mapMu.Unlock()
 	if m.data == nil {
 		return nil
 	}
@@ -263,6 +275,8 @@ func (m *mmapFile) entry(i int) []byte {
 // mapped range, so it needs no descriptor. An empty file has no mapping
 // and is fsynced through its path.
 func (m *mmapFile) sync() error {
+	m.mapMu.Lock()
+	defer m.mapMu.Unlock()
 	if len(m.data) == 0 {
 		return m.withFile(func(f *os.File) error { return f.Sync() })
 	}

@@ -22,13 +22,15 @@ func openFDs(pid int) (int, error) {
 
 // A broker out of file descriptors (its limit lowered with prlimit, then
 // connections flooding it to the limit) keeps running and serving: an
-// existing producer goes on being acknowledged, a partition whose segment
-// cannot roll answers a retriable error (its records are acknowledged once
-// descriptors are free), accept failures are logged a few times rather than
-// once per attempt, and once the flood's connections close a new topic
-// can be created. Nothing acknowledged is lost.
+// existing producer goes on being acknowledged, an existing consumer in a
+// group goes on reading what it produces and committing its offsets, a
+// partition whose segment cannot roll answers a retriable error (its
+// records are acknowledged once descriptors are free), accept failures are
+// logged a few times rather than once per attempt, and once the flood's
+// connections close a new topic can be created. Nothing acknowledged is
+// lost.
 func TestOutOfFileDescriptors(t *testing.T) {
-	b := StartBroker(t)
+	b := StartBroker(t, "offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0")
 	pid := b.k.Process().Pid()
 	ctx := testContext(t, 2*time.Minute)
 	adm := b.Admin(t)
@@ -87,6 +89,37 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	go produce(steady, &steadyAcked)
 	go produce(rolling, &rollingAcked)
 
+	// A consumer in a group reads steady throughout, committing every
+	// second; it joins and reads before the flood, so that its
+	// connections (coordinator, fetch) are open.
+	const group = "flood-readers"
+	consumer := b.Client(t, kgo.ConsumeTopics("steady"), kgo.ConsumerGroup(group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(time.Second),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	var consumed atomic.Int64
+	var consumeErr atomic.Value // first fetch error
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
+	consumerDone := make(chan struct{})
+	go func() {
+		defer close(consumerDone)
+		for consumeCtx.Err() == nil {
+			fs := consumer.PollFetches(consumeCtx)
+			fs.EachError(func(topic string, p int32, err error) {
+				if consumeCtx.Err() == nil {
+					consumeErr.CompareAndSwap(nil, fmt.Errorf("fetch %s/%d: %w", topic, p, err))
+				}
+			})
+			consumed.Add(int64(fs.NumRecords()))
+		}
+	}()
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if consumed.Load() < 2 {
+			return fmt.Errorf("consumer read %d records", consumed.Load())
+		}
+		return nil
+	})
+
 	// Lower the broker's limit to a little above what it holds now.
 	open, err := openFDs(pid)
 	if err != nil {
@@ -125,6 +158,7 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	})
 	floodStart := time.Now()
 	before := steadyAcked.Load()
+	readBefore := consumed.Load()
 	// Out of descriptors for 8 s: the steady producer is still
 	// acknowledged meanwhile.
 	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
@@ -137,9 +171,14 @@ func TestOutOfFileDescriptors(t *testing.T) {
 		return nil
 	})
 	duringFlood := steadyAcked.Load() - before
-	t.Logf("during %v out of descriptors: %d steady records acknowledged, rolling at %d", time.Since(floodStart).Round(time.Millisecond), duringFlood, rollingAcked.Load())
+	readDuringFlood := consumed.Load() - readBefore
+	t.Logf("during %v out of descriptors: %d steady records acknowledged and %d read by the group consumer, rolling at %d",
+		time.Since(floodStart).Round(time.Millisecond), duringFlood, readDuringFlood, rollingAcked.Load())
 	if duringFlood < 50 {
 		t.Errorf("only %d records acknowledged out of descriptors", duringFlood)
+	}
+	if readDuringFlood < 50 {
+		t.Errorf("the consumer read only %d records out of descriptors", readDuringFlood)
 	}
 	if n, _ := openFDs(pid); uint64(n) < limit-2 {
 		t.Errorf("flood over early: broker holds %d descriptors, limit %d", n, limit)
@@ -169,6 +208,30 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	}
 	if err := b.Client(t, kgo.DefaultProduceTopic("after-flood")).ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); err != nil {
 		t.Fatalf("produce to the new topic: %v", err)
+	}
+
+	// The group consumer read every acknowledged steady record and
+	// commits its position.
+	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		if n, want := consumed.Load(), steadyAcked.Load(); n < want {
+			return fmt.Errorf("consumer read %d of %d steady records", n, want)
+		}
+		return nil
+	})
+	stopConsuming()
+	<-consumerDone
+	if err, _ := consumeErr.Load().(error); err != nil {
+		t.Errorf("consumer: %v", err)
+	}
+	if err := consumer.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := committed.Lookup("steady", 0); !ok || o.Err != nil || o.At != steadyAcked.Load() {
+		t.Errorf("group %s committed %+v for steady, want offset %d", group, o, steadyAcked.Load())
 	}
 
 	// Nothing acknowledged is lost.

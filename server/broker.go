@@ -135,7 +135,7 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		fatal:        make(chan error, 1),
 		quotas:       newConnQuotas(cfg, logger),
 		clientQuotas: newClientQuotas(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize}, logger),
-		requests:     newRequestPool(cfg.QueuedMaxRequestBytes),
+		requests:     newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 		tlsWriters:   sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
 		authz:        newAuthorization(cfg, logger),
 		ops:          newOpsMetrics(),

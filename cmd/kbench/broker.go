@@ -213,16 +213,30 @@ func readVmHWM(path string) (int64, error) {
 }
 
 // parseVmHWM extracts "VmHWM:   12345 kB" from a /proc/PID/status stream.
-func parseVmHWM(r io.Reader) (int64, error) {
+func parseVmHWM(r io.Reader) (int64, error) { return parseStatusBytes(r, "VmHWM") }
+
+// rss returns the process's resident set size (VmRSS) in bytes.
+func (b *brokerProc) rss() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", b.proc.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return parseStatusBytes(f, "VmRSS")
+}
+
+// parseStatusBytes extracts a "<field>:   12345 kB" line of a
+// /proc/PID/status stream, in bytes.
+func parseStatusBytes(r io.Reader, field string) (int64, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "VmHWM:") {
+		if !strings.HasPrefix(line, field+":") {
 			continue
 		}
-		f := strings.Fields(strings.TrimPrefix(line, "VmHWM:"))
+		f := strings.Fields(strings.TrimPrefix(line, field+":"))
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("unexpected VmHWM line %q", line)
+			return 0, fmt.Errorf("unexpected %s line %q", field, line)
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
@@ -233,7 +247,7 @@ func parseVmHWM(r io.Reader) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, errors.New("no VmHWM in status")
+	return 0, fmt.Errorf("no %s in status", field)
 }
 
 // cpuTime returns the CPU time (user + system, every thread) the process

@@ -50,6 +50,10 @@ type config struct {
 	// this many ACLs that do not match the workload, plus those it needs;
 	// -1 (noAuthorizer) runs the broker without an authorizer.
 	acls int
+	// idleConns is --idle-conns: with --kbroker, connections opened
+	// (one ApiVersions each) and held idle through the workload; the
+	// broker's RSS per idle connection is reported.
+	idleConns int
 	// adminListener: a started kbroker also serves a SASL_PLAINTEXT
 	// listener with a PLAIN admin user (the super user when the authorizer
 	// is on), through which kbench sets up ACLs and SCRAM users (true when
@@ -167,6 +171,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.StringVar(&c.isolation, "isolation", readUncommitted, "the consumer's isolation level: read_uncommitted or read_committed")
 	fs.StringVar(&c.security, "security", secPlaintext, "with --kbroker: the listener the producer and consumer use, plaintext, ssl or sasl_ssl (SCRAM-SHA-512); with ssl or sasl_ssl kbench makes a throwaway CA and certificates and starts the broker with PLAINTEXT, SSL and SASL_SSL listeners")
 	fs.IntVar(&c.acls, "acls", noAuthorizer, "with --kbroker: run the broker with Kafka's ACL authorizer (allow.everyone.if.no.acl.found=false, the clients' principal not a super user) and create this many ACLs that do not match the workload, plus the ones it needs, before it; -1 = no authorizer")
+	fs.IntVar(&c.idleConns, "idle-conns", 0, "with --kbroker: open this many connections (one ApiVersions request each) before the workload and hold them idle through it; the broker's RSS per idle connection is reported (compare latency with --vs-variant \"--idle-conns 0\")")
 	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0"; split on spaces), alternating, and print ratios primary/variant`)
 	return fs, v
 }
@@ -332,6 +337,15 @@ func (c *config) validate() error {
 		return errors.New("--acls needs --kbroker")
 	case c.acls >= 0 && c.vsKfake:
 		return errors.New("--acls and --vs-kfake cannot be combined (kfake runs without an authorizer)")
+	}
+	switch {
+	case c.idleConns < 0:
+		return fmt.Errorf("--idle-conns must be >= 0, got %d", c.idleConns)
+	case c.idleConns > 0 && c.kbrokerPath == "":
+		// The broker's RSS is read from its process.
+		return errors.New("--idle-conns needs --kbroker")
+	case c.idleConns > 0 && c.vsKfake:
+		return errors.New("--idle-conns and --vs-kfake cannot be combined (compare with --vs-variant \"--idle-conns 0\")")
 	}
 	return nil
 }

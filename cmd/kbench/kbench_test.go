@@ -179,6 +179,10 @@ func TestParseFlags(t *testing.T) {
 				v != nil && v.txnRecords == 0 && v.isolation == readCommitted && v.records == 5000 && v.acks == "all" &&
 				v.idempotent && v.kbrokerPath == "/bin/kbroker" && len(v.brokerArgs) == 1 && v.variant == nil && v.variantArgs == nil
 		}},
+		// Idle connections held in one arm only.
+		{[]string{"--kbroker", "/bin/kbroker", "--rate", "5000", "--idle-conns", "10000", "--vs-variant", "--idle-conns 0"}, func(c *config) bool {
+			return c.idleConns == 10000 && c.variant != nil && c.variant.idleConns == 0 && c.variant.rate == 5000
+		}},
 		// A variant may undo the idempotence that --acks all implied.
 		{[]string{"--brokers", "a:1", "--acks", "all", "--vs-variant", "--acks 1"}, func(c *config) bool {
 			return c.idempotent && c.variant.acks == "1" && !c.variant.idempotent
@@ -325,6 +329,11 @@ func TestParseFlags(t *testing.T) {
 		{"--kfake", "--vs-variant", "--acls 10"},                              // variant needs --kbroker
 		{"--kbroker", "x", "--vs-variant", "--acls -5"},                       // variant invalid
 		{"--kbroker", "x", "--acls", "10", "--vs-variant", "--acls"},          // flag without value
+		{"--kbroker", "x", "--idle-conns", "-1"},
+		{"--kfake", "--idle-conns", "10"},                      // the broker's RSS is read from its process
+		{"--brokers", "a:1", "--idle-conns", "10"},             // likewise
+		{"--kbroker", "x", "--idle-conns", "10", "--vs-kfake"}, // compared with a variant instead
+		{"--kfake", "--vs-variant", "--idle-conns 10"},         // variant needs --kbroker
 	}
 	for _, args := range bad {
 		if _, err := parseFlags(args, io.Discard); err == nil {

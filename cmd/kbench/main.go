@@ -8,7 +8,9 @@
 // sasl_ssl has the producer and consumer use a TLS (and SCRAM-SHA-512)
 // listener of the kbroker it starts. --acls N starts it with Kafka's ACL
 // authorizer and N ACLs that do not match the workload, beside those it
-// needs (-1, the default: no authorizer).
+// needs (-1, the default: no authorizer). --idle-conns N holds N idle
+// connections to the kbroker it starts through the run and reports the
+// broker's RSS per idle connection.
 //
 // Examples:
 //
@@ -19,6 +21,7 @@
 //	kbench --instant --vs-kfake --runs 3   # the consumer's own ceiling
 //	kbench --kbroker ./kbroker --security ssl --vs-variant "--security plaintext" --runs 5
 //	kbench --kbroker ./kbroker --acls 1000 --vs-variant "--acls -1" --runs 5
+//	kbench --kbroker ./kbroker --rate 5000 --idle-conns 10000 --vs-variant "--idle-conns 0" --runs 3
 package main
 
 import (
@@ -107,10 +110,10 @@ func (r *report) writeJSON(w io.Writer) error {
 }
 
 func (r *report) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, security=%v, acls=%v, loadavg %v\n",
+	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, security=%v, acls=%v, idle-conns=%v, loadavg %v\n",
 		r.Config["records"], r.Config["record_size"], r.Config["partitions"], r.Config["replication_factor"],
 		r.Config["acks"], r.Config["compression"], r.Config["rate"], r.Config["idempotent"],
-		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["security"], r.Config["acls"], r.Config["loadavg"])
+		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["security"], r.Config["acls"], r.Config["idle_conns"], r.Config["loadavg"])
 	if v, ok := r.Config["vs_variant"]; ok {
 		fmt.Fprintf(w, "kbench: variant: %v\n", v)
 	}
@@ -181,6 +184,7 @@ func (c *config) summary() map[string]any {
 		"isolation":          c.isolation,
 		"security":           c.security,
 		"acls":               c.acls,
+		"idle_conns":         c.idleConns,
 		"gomaxprocs":         runtime.GOMAXPROCS(0),
 		"loadavg":            loadavg(),
 	}
@@ -368,7 +372,35 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 			w.logf("authorizer on: %d ACLs created through %s as User:%s in %.1f ms (%d that do not match the workload, %d it needs as %s)",
 				n, b.admin.addr, adminUser, ms(time.Since(t0)), cfg.acls, n-cfg.acls, cfg.workloadPrincipal())
 		}
+		var idle *idleConns
+		if cfg.idleConns > 0 {
+			before, err := b.rss()
+			if err == nil {
+				t0 := time.Now()
+				idle, err = openIdleConns(ctx, b.addr, cfg.idleConns)
+				if err == nil {
+					defer idle.close()
+					var after int64
+					if after, err = b.rss(); err == nil {
+						res.IdleConns = cfg.idleConns
+						res.IdleConnKiB = float64(after-before) / 1024 / float64(cfg.idleConns)
+						w.logf("%d idle connections opened in %.1f s: broker RSS %.1f -> %.1f MiB, %.2f KiB each",
+							cfg.idleConns, time.Since(t0).Seconds(), float64(before)/(1<<20), float64(after)/(1<<20), res.IdleConnKiB)
+					}
+				}
+			}
+			if err != nil {
+				res.Error = fmt.Sprintf("%v\n--- kbroker log tail ---\n%s", err, b.logTail(20))
+				return res
+			}
+		}
 		after = func() {
+			if idle != nil && res.Error == "" {
+				// Still held and answered after the workload (a sample).
+				if err := idle.check(100); err != nil {
+					res.Error = err.Error()
+				}
+			}
 			if !b.alive() {
 				res.Error = fmt.Sprintf("kbroker exited during the run (%v)\n--- kbroker log tail ---\n%s", b.proc.ExitStatus(), b.logTail(20))
 				return

@@ -39,7 +39,12 @@ type result struct {
 	ConsumeCPUPerGB float64 `json:"consume_broker_cpu_s_per_gb,omitempty"`
 
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"` // VmHWM of the broker process, when known
-	StartupMs  float64 `json:"startup_ms,omitempty"`   // exec to first successful request, when known
+	// IdleConns is how many idle connections were held through the run
+	// (--idle-conns), and IdleConnKiB the broker's RSS growth per
+	// connection when they were opened.
+	IdleConns   int     `json:"idle_conns,omitempty"`
+	IdleConnKiB float64 `json:"idle_conn_rss_kib,omitempty"`
+	StartupMs   float64 `json:"startup_ms,omitempty"` // exec to first successful request, when known
 
 	Error string `json:"error,omitempty"`
 }
@@ -112,6 +117,7 @@ var metrics = []metric{
 	{"prod cpu s/GB", func(r *result) *float64 { return &r.ProduceCPUPerGB }, 2},
 	{"cons cpu s/GB", func(r *result) *float64 { return &r.ConsumeCPUPerGB }, 2},
 	{"peak RSS MiB", func(r *result) *float64 { return &r.PeakRSSMiB }, 1},
+	{"idle conn KiB", func(r *result) *float64 { return &r.IdleConnKiB }, 2},
 	{"start ms", func(r *result) *float64 { return &r.StartupMs }, 1},
 }
 
@@ -153,6 +159,7 @@ func medianResult(target string, runs []result) (result, bool) {
 	m.Consumed = int(median(cons))
 	m.ConsumedBytes = int(median(consBytes))
 	m.OfferedRate = ok[0].OfferedRate
+	m.IdleConns = ok[0].IdleConns
 	return m, true
 }
 

@@ -127,7 +127,7 @@ func (b *Broker) serveMetrics(ctx context.Context, ln net.Listener) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newMetricsCollector(b), b.clientQuotas, newLogDirMetrics(b))
 	b.registerOpsMetrics(reg) // ops_metrics.go
-	reg.MustRegister(newConnMetrics(b)) // conn_metrics.go
+	reg.MustRegister(newConnMetrics(b))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer b.mountConsole(ctx, mux)() // console.go: the live console on the same address

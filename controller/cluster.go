@@ -419,13 +419,24 @@ func (c *Cluster) UpdateTopicConfigs(name string, change func(map[string]string)
 // topic is named by its id (AlterPartition v2+; topic may then be empty)
 // or, from older requests, by name alone (topicID zero).
 func (c *Cluster) AlterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
-	var ps PartitionState
+	res, err := c.AlterISRs(leader, []ISRChange{{Topic: topic, TopicID: topicID, Partition: partition,
+		LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr}})
+	if err != nil {
+		return PartitionState{}, err
+	}
+	return res[0].State, res[0].Err
+}
+
+// AlterISRs applies a leader's ISR changes in one step (one write, one
+// view); only the controller can. It returns one result per change.
+func (c *Cluster) AlterISRs(leader int32, changes []ISRChange) ([]ISRResult, error) {
+	var res []ISRResult
 	err := c.withActive(func(a *active) error {
 		var err error
-		ps, err = a.alterISR(leader, topic, topicID, partition, leaderEpoch, partitionEpoch, isr)
+		res, err = a.alterISRs(leader, changes)
 		return err
 	})
-	return ps, err
+	return res, err
 }
 
 // ControlledShutdown moves leadership off broker id; only the controller

@@ -10,53 +10,101 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// alterISR changes a partition's ISR at its leader's request (Kafka's
-// AlterPartition): only the current leader, at the current leader epoch and
-// partition epoch, may change it; the leader stays in it; a replica joins
-// only if it is assigned and alive. A request naming a topic id (every
-// kbroker leader's does) applies only to that incarnation of the topic: the
-// leader of a deleted topic cannot change the ISR of a new topic of the
-// same name, whose epochs start over.
-func (a *active) alterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (PartitionState, error) {
+// ISRChange is one partition's ISR change a leader asks for (Kafka's
+// AlterPartition item): the topic by id (v2+; Topic may then be empty) or,
+// from older requests, by name alone (TopicID zero).
+type ISRChange struct {
+	Topic          string
+	TopicID        [16]byte
+	Partition      int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// ISRResult is the outcome of one ISRChange: the partition's state as
+// stored (the current one when the change was refused) and why it was
+// refused.
+type ISRResult struct {
+	State PartitionState
+	Err   error
+}
+
+// alterISRs changes partitions' ISRs at their leader's request (Kafka's
+// AlterPartition), all in one step: one write of the changed states, one
+// view. For each change only the current leader, at the current leader
+// epoch and partition epoch, may change the ISR; the leader stays in it; a
+// replica joins only if it is assigned and eligible. A change naming a
+// topic id (every kbroker leader's does) applies only to that incarnation
+// of the topic: the leader of a deleted topic cannot change the ISR of a
+// new topic of the same name, whose epochs start over. Batching is what
+// keeps a broker's return cheap: its thousands of partitions rejoin their
+// ISRs in a few views, not one view each.
+func (a *active) alterISRs(leader int32, changes []ISRChange) ([]ISRResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := a.md.Topics[topic]
-	if topicID != ([16]byte{}) {
-		byID, ok := a.md.TopicByID(topicID)
-		if !ok || (topic != "" && byID.Name != topic) {
-			return PartitionState{}, fmt.Errorf("%w: no topic with id %x", kerr.UnknownTopicID, topicID)
+	isLive, isEligible := a.liveAndEligibleLocked()
+	next := a.md.clone()
+	results := make([]ISRResult, len(changes))
+	var updates []zk.PartitionUpdate
+	changed := map[zk.TopicPartition]int{} // partition -> index of its change
+	for i, ch := range changes {
+		topic, t := ch.Topic, next.Topics[ch.Topic]
+		if ch.TopicID != ([16]byte{}) {
+			byID, ok := next.TopicByID(ch.TopicID)
+			if !ok || (topic != "" && byID.Name != topic) {
+				results[i].Err = fmt.Errorf("%w: no topic with id %x", kerr.UnknownTopicID, ch.TopicID)
+				continue
+			}
+			t, topic = byID, byID.Name
 		}
-		t, topic = byID, byID.Name
+		if t == nil || ch.Partition < 0 || int(ch.Partition) >= len(t.Partitions) {
+			results[i].Err = kerr.UnknownTopicOrPartition
+			continue
+		}
+		tp := zk.TopicPartition{Topic: topic, Partition: ch.Partition}
+		cur := t.Partitions[ch.Partition]
+		if _, dup := changed[tp]; dup {
+			results[i] = ISRResult{State: cur, Err: fmt.Errorf("%s: %w: the partition is named twice in one request", tp, kerr.InvalidRequest)}
+			continue
+		}
+		// A replica on a failed log dir is not eligible either
+		// (logdirs.go).
+		_, eligible := a.replicaPredicatesLocked(topic, ch.Partition, isLive, isEligible)
+		if err := checkISRChange(cur, a.zkVersions[tp], leader, ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR, eligible); err != nil {
+			results[i] = ISRResult{State: cur, Err: fmt.Errorf("%s: %w", tp, err)}
+			continue
+		}
+		np := &t.Partitions[ch.Partition]
+		np.ISR = slices.Clone(ch.ISR)
+		updates = append(updates, a.stateUpdateLocked(tp, *np))
+		changed[tp] = i
 	}
-	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
-		return PartitionState{}, kerr.UnknownTopicOrPartition
-	}
-	cur := t.Partitions[partition]
-	tp := zk.TopicPartition{Topic: topic, Partition: partition}
-	_, eligible := a.replicaPredicatesLocked(topic, partition, nil, nil)
-	if err := checkISRChange(cur, a.zkVersions[tp], leader, leaderEpoch, partitionEpoch, isr, eligible); err != nil {
-		return cur, fmt.Errorf("%s: %w", tp, err)
+	if len(updates) == 0 {
+		return results, nil
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, controllerWriteTimeout)
 	defer cancel()
-	next := a.md.clone()
-	np := &next.Topics[topic].Partitions[partition]
-	np.ISR = slices.Clone(isr)
-	if err := a.writeStatesLocked(ctx, next, []zk.PartitionUpdate{a.stateUpdateLocked(tp, *np)}); err != nil {
-		return cur, err
+	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
+		return nil, err
 	}
 	a.publishLocked(next)
-	a.c.logger.Info("ISR changed", "partition", tp.String(), "isr", cur.ISR, "new_isr", np.ISR)
-	changed := next.Topics[topic].Partitions[partition]
-	if reassignmentComplete(changed) {
-		// The leader took the last target replica into the ISR: the
-		// reassignment completes now. The leader is answered with the
-		// ISR it asked for; the completion reaches it as a new view.
+	reassigned := false
+	for tp, i := range changed {
+		ps := next.Topics[tp.Topic].Partitions[tp.Partition]
+		results[i].State = ps
+		a.c.logger.Info("ISR changed", "partition", tp.String(), "new_isr", ps.ISR, "partition_epoch", ps.PartitionEpoch)
+		reassigned = reassigned || reassignmentComplete(ps)
+	}
+	if reassigned {
+		// A leader took the last target replica into the ISR: the
+		// reassignment completes now. Leaders are answered with the
+		// ISR they asked for; the completion reaches them as a view.
 		if err := a.completeReassignmentsLocked(ctx); err != nil {
-			a.c.logger.Error("completing a reassignment failed", "partition", tp.String(), "err", err)
+			a.c.logger.Error("completing a reassignment failed", "err", err)
 		}
 	}
-	return changed, nil
+	return results, nil
 }
 
 // controlledShutdown moves leadership off a broker that is stopping (Kafka's

@@ -38,7 +38,7 @@ type controlPlane interface {
 	AllocateProducerID() (int64, error)
 
 	ApplyUpdate(controllerEpoch int32, md *controller.Metadata) error
-	AlterISR(leader int32, topic string, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionState, error)
+	AlterISRs(leader int32, changes []controller.ISRChange) ([]controller.ISRResult, error)
 	ControlledShutdown(id int32) (int, error)
 	ElectLeaders(preferred bool, partitions []controller.TopicPartition) ([]controller.ElectionResult, error)
 	AlterReassignments(reqs []controller.ReassignRequest) ([]error, error)

@@ -333,23 +333,47 @@ func (s *Store) PartitionStates(ctx context.Context, topic string) (map[int32]Pa
 			return nil, err
 		}
 	}
-	out := make(map[int32]PartitionState, len(names))
-	for _, n := range names {
+	partitions := make([]int32, len(names))
+	for i, n := range names {
 		p, err := strconv.ParseInt(n, 10, 32)
 		if err != nil || p < 0 {
 			return nil, s.malformedAt(malformed(TopicPartitionsPath(topic)+"/"+n, nil, "not a partition number"))
 		}
-		st, err := s.PartitionState(ctx, topic, int32(p))
-		if errors.Is(err, ErrNoNode) {
-			continue
+		partitions[i] = int32(p)
+	}
+	// The reads go out together on the one session (ZooKeeper answers
+	// them in order), as Kafka's getTopicPartitionStates sends its reads
+	// asynchronously: a new controller of thousands of partitions would
+	// otherwise wait one round trip per partition.
+	states := make([]PartitionState, len(partitions))
+	errs := make([]error, len(partitions))
+	sem := make(chan struct{}, partitionStateReaders)
+	var wg sync.WaitGroup
+	for i, p := range partitions {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			states[i], errs[i] = s.PartitionState(ctx, topic, p)
+		}()
+	}
+	wg.Wait()
+	out := make(map[int32]PartitionState, len(partitions))
+	for i, p := range partitions {
+		switch {
+		case errors.Is(errs[i], ErrNoNode):
+		case errs[i] != nil:
+			return nil, errs[i]
+		default:
+			out[p] = states[i]
 		}
-		if err != nil {
-			return nil, err
-		}
-		out[int32(p)] = st
 	}
 	return out, nil
 }
+
+// partitionStateReaders bounds the partition state reads one
+// PartitionStates call has outstanding.
+const partitionStateReaders = 64
 
 // PartitionState reads one partition's state; ErrNoNode if it has none.
 func (s *Store) PartitionState(ctx context.Context, topic string, partition int32) (PartitionState, error) {

@@ -124,8 +124,13 @@ type Config struct {
 	GroupInitialRebalanceDelay    time.Duration // group.initial.rebalance.delay.ms (default 3s)
 	GroupMinSessionTimeout        time.Duration // group.min.session.timeout.ms (default 6s)
 	GroupMaxSessionTimeout        time.Duration // group.max.session.timeout.ms (default 30m)
-	TransactionalIDExpiration     time.Duration // transactional.id.expiration.ms (default 7 days)
-	ProducerIDExpiration          time.Duration // producer.id.expiration.ms (default 1 day)
+	// Consumer (KIP-848) groups.
+	GroupConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms (default 45s)
+	GroupConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms (default 5s)
+	GroupConsumerAssignors         []string      // group.consumer.assignors (default uniform,range; Kafka's class names accepted)
+	GroupConsumerMaxSize           int32         // group.consumer.max.size (default 2147483647)
+	TransactionalIDExpiration      time.Duration // transactional.id.expiration.ms (default 7 days)
+	ProducerIDExpiration           time.Duration // producer.id.expiration.ms (default 1 day)
 
 	TransactionStateLogNumPartitions     int32         // transaction.state.log.num.partitions (default 50)
 	TransactionStateLogReplicationFactor int16         // transaction.state.log.replication.factor (default 3, capped by live brokers)

@@ -74,14 +74,18 @@ func Default() Config {
 		AutoLeaderRebalanceEnable:   true,
 		LeaderImbalanceCheck:        300 * time.Second,
 
-		OffsetsTopicNumPartitions:     50,
-		OffsetsTopicReplicationFactor: 3,
-		OffsetsRetention:              7 * 24 * time.Hour,
-		GroupInitialRebalanceDelay:    3 * time.Second,
-		GroupMinSessionTimeout:        6 * time.Second,
-		GroupMaxSessionTimeout:        30 * time.Minute,
-		TransactionalIDExpiration:     7 * 24 * time.Hour,
-		ProducerIDExpiration:          24 * time.Hour,
+		OffsetsTopicNumPartitions:      50,
+		OffsetsTopicReplicationFactor:  3,
+		OffsetsRetention:               7 * 24 * time.Hour,
+		GroupInitialRebalanceDelay:     3 * time.Second,
+		GroupMinSessionTimeout:         6 * time.Second,
+		GroupMaxSessionTimeout:         30 * time.Minute,
+		GroupConsumerSessionTimeout:    45 * time.Second,
+		GroupConsumerHeartbeatInterval: 5 * time.Second,
+		GroupConsumerAssignors:         []string{"uniform", "range"},
+		GroupConsumerMaxSize:           math.MaxInt32,
+		TransactionalIDExpiration:      7 * 24 * time.Hour,
+		ProducerIDExpiration:           24 * time.Hour,
 
 		TransactionStateLogNumPartitions:     50,
 		TransactionStateLogReplicationFactor: 3,
@@ -277,6 +281,10 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateListenerConnectionLimits(); err != nil {
 		return err
+	}
+	if c.GroupConsumerHeartbeatInterval >= c.GroupConsumerSessionTimeout {
+		return &ValueError{Key: "group.consumer.heartbeat.interval.ms", Value: strconv.FormatInt(c.GroupConsumerHeartbeatInterval.Milliseconds(), 10),
+			Reason: "must be below group.consumer.session.timeout.ms " + strconv.FormatInt(c.GroupConsumerSessionTimeout.Milliseconds(), 10)}
 	}
 	if c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
 		return &ValueError{Key: "group.min.session.timeout.ms", Value: strconv.FormatInt(c.GroupMinSessionTimeout.Milliseconds(), 10),
@@ -490,6 +498,10 @@ func properties() []prop {
 		durationProp("group.initial.rebalance.delay.ms", "wait for more members before the first rebalance", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
 		durationProp("group.min.session.timeout.ms", "smallest session timeout a member may ask for", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),
 		durationProp("group.max.session.timeout.ms", "largest session timeout a member may ask for", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }),
+		durationProp("group.consumer.session.timeout.ms", "a consumer (KIP-848) group member without a heartbeat for this long is removed", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.GroupConsumerSessionTimeout }),
+		durationProp("group.consumer.heartbeat.interval.ms", "heartbeat interval told to consumer (KIP-848) group members", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.GroupConsumerHeartbeatInterval }),
+		assignorsProp("group.consumer.assignors", "server-side assignors of consumer groups, the first the default: uniform, range (or Kafka's class names)", func(c *Config) *[]string { return &c.GroupConsumerAssignors }),
+		int32Prop("group.consumer.max.size", "most members a consumer (KIP-848) group may have", 1, math.MaxInt32, func(c *Config) *int32 { return &c.GroupConsumerMaxSize }),
 		durationProp("transactional.id.expiration.ms", "idle time before a transactional id expires", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
 		durationProp("producer.id.expiration.ms", "idle time before a producer id's state expires", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
 		int32Prop("transaction.state.log.num.partitions", "partitions of __transaction_state", 1, math.MaxInt32, func(c *Config) *int32 { return &c.TransactionStateLogNumPartitions }),
@@ -626,6 +638,38 @@ func listProp(name, doc string, field func(*Config) *[]string) prop {
 	return prop{name: name, doc: doc,
 		set: func(c *Config, v string) error {
 			*field(c) = SplitList(v)
+			return nil
+		},
+		get: func(c Config) string { return strings.Join(*field(&c), ",") },
+	}
+}
+
+// consumerAssignorNames maps Kafka's assignor class names to the names
+// ConsumerGroupHeartbeat uses.
+var consumerAssignorNames = map[string]string{
+	"uniform": "uniform",
+	"range":   "range",
+	"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+	"org.apache.kafka.coordinator.group.assignor.RangeAssignor":   "range",
+}
+
+// assignorsProp reads group.consumer.assignors: a non-empty list of known
+// assignors, stored by their short names.
+func assignorsProp(name, doc string, field func(*Config) *[]string) prop {
+	return prop{name: name, doc: doc,
+		set: func(c *Config, v string) error {
+			var out []string
+			for _, item := range SplitList(v) {
+				short, ok := consumerAssignorNames[item]
+				if !ok {
+					return fmt.Errorf("unknown assignor %q (known: uniform, range)", item)
+				}
+				out = append(out, short)
+			}
+			if len(out) == 0 {
+				return errors.New("at least one assignor is required")
+			}
+			*field(c) = out
 			return nil
 		},
 		get: func(c Config) string { return strings.Join(*field(&c), ",") },

@@ -6,7 +6,7 @@ package coordinator
 //
 // ListGroups: every loaded group of this broker, COORDINATOR_LOAD_IN_PROGRESS
 // alongside the loaded ones while a partition loads. v4 states filter
-// (case-insensitive); v5 types filter: all groups are "classic".
+// (case-insensitive); v5 types filter ("classic", "consumer").
 //
 // DescribeGroups: a group that does not exist is "Dead" without error (as
 // Kafka before v6). Member metadata and assignments only in Stable.
@@ -18,6 +18,13 @@ package coordinator
 // OffsetDelete: an Empty group loses the named offsets; a consumer group
 // with members answers GROUP_SUBSCRIBED_TO_TOPIC for topics it subscribes
 // to and deletes the rest; other non-empty groups answer NON_EMPTY_GROUP.
+// KIP-848 consumer groups: as classic consumer groups, their members'
+// subscriptions (names and resolved regexes) deciding.
+//
+// ListGroups lists consumer (KIP-848) groups with type "consumer" and
+// their state (Empty, Assigning, Reconciling, Stable); DescribeGroups
+// answers them Dead, as Kafka does before v6; DeleteGroups deletes one
+// without members with all its records.
 //
 // Pending transactional offsets (Kafka's GroupMetadata.removeOffsets /
 // removeAllOffsets): they do not keep a group from being deleted; deleting
@@ -41,13 +48,15 @@ func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest)
 	if loading {
 		resp.ErrorCode = errCoordinatorLoadInProgress
 	}
+	wantType := func(string) bool { return true }
 	if len(req.TypesFilter) > 0 {
-		classic := false
-		for _, t := range req.TypesFilter {
-			classic = classic || strings.EqualFold(t, "classic")
-		}
-		if !classic {
-			return resp
+		wantType = func(typ string) bool {
+			for _, t := range req.TypesFilter {
+				if strings.EqualFold(t, typ) {
+					return true
+				}
+			}
+			return false
 		}
 	}
 	for _, g := range groups {
@@ -62,7 +71,15 @@ func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest)
 			GroupState:   g.state.String(),
 			GroupType:    "classic",
 		}
+		if g.cg != nil {
+			lg.ProtocolType = "consumer"
+			lg.GroupState = g.cg.stateName()
+			lg.GroupType = "consumer"
+		}
 		g.mu.Unlock()
+		if !wantType(lg.GroupType) {
+			continue
+		}
 		if len(req.StatesFilter) > 0 {
 			keep := false
 			for _, s := range req.StatesFilter {
@@ -107,7 +124,10 @@ func (c *Coordinator) describeGroup(id string) kmsg.DescribeGroupsResponseGroup 
 		return dg
 	}
 	dg.State = g.state.String()
-	if g.state == stateDead {
+	if g.state == stateDead || g.cg != nil {
+		// A consumer (KIP-848) group is not a classic group: Kafka
+		// describes it as Dead before DescribeGroups v6.
+		dg.State = stateDead.String()
 		return dg
 	}
 	dg.ProtocolType = g.protocolType
@@ -160,7 +180,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	case g.state == stateDead:
 		g.mu.Unlock()
 		return errGroupIDNotFound
-	case g.state != stateEmpty:
+	case g.state != stateEmpty || (g.cg != nil && len(g.cg.members) > 0):
 		g.mu.Unlock()
 		return errNonEmptyGroup
 	}
@@ -192,6 +212,9 @@ func (g *group) allTombstonesLocked() []record {
 	for _, tp := range tps {
 		records = append(records, offsetTombstone(g.id, tp))
 	}
+	if g.cg != nil {
+		return append(records, cgDeleteGroupRecords(g.id, g.cg)...)
+	}
 	return append(records, groupTombstone(g.id))
 }
 
@@ -202,6 +225,8 @@ func (g *group) killLocked() {
 	g.offsets = map[topicPartition]offsetEntry{}
 	g.pendingTxn = map[int64]*openTxn{}
 	g.storedMeta = nil
+	g.stopAllCGTimersLocked()
+	g.cg = nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
 		delete(g.pending, id)
@@ -261,9 +286,15 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	}
 	var deleting, eligible []topicPartition
 	var records []record
+	var cgSubscribed map[string]struct{}
+	if g.cg != nil && len(g.cg.members) > 0 {
+		cgSubscribed = groupSubscribedTopics(g.cg.members, resolveRegexes(g.cg.members, c.topicImage()))
+	}
 	for i, t := range req.Topics {
 		subscribed := false
-		if g.state != stateEmpty {
+		if cgSubscribed != nil {
+			_, subscribed = cgSubscribed[t.Topic]
+		} else if g.state != stateEmpty {
 			// Kafka's isSubscribedToTopic: unknown subscriptions count as
 			// subscribed to everything.
 			_, sub := g.subscribed[t.Topic]

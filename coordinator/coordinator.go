@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -46,6 +47,15 @@ type Config struct {
 	// rewrites the partition's live state and moves the log start past
 	// everything older (snapshot.go). 0 means 64 MiB; negative disables.
 	SnapshotBytes int64
+
+	// Consumer (KIP-848) groups.
+	ConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms (default 45s)
+	ConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms (default 5s)
+	ConsumerAssignors         []string      // group.consumer.assignors (default uniform, range)
+	ConsumerMaxSize           int32         // group.consumer.max.size (default unbounded)
+	// Topics returns the cluster's topics as of now, for consumer groups'
+	// subscriptions and assignments (nil: no topics).
+	Topics func() *TopicImage
 }
 
 // OffsetsLog is how the coordinator stores and loads its records in
@@ -138,6 +148,18 @@ func New(cfg Config, log OffsetsLog, logger *slog.Logger) *Coordinator {
 	}
 	if cfg.SnapshotBytes == 0 {
 		cfg.SnapshotBytes = 64 << 20
+	}
+	if cfg.ConsumerSessionTimeout <= 0 {
+		cfg.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if cfg.ConsumerHeartbeatInterval <= 0 {
+		cfg.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if len(cfg.ConsumerAssignors) == 0 {
+		cfg.ConsumerAssignors = []string{AssignorUniform, AssignorRange}
+	}
+	if cfg.ConsumerMaxSize <= 0 {
+		cfg.ConsumerMaxSize = math.MaxInt32
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{

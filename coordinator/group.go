@@ -116,6 +116,12 @@ type group struct {
 	// being written: with pendingTxn, what makes OffsetFetch with
 	// require_stable answer UNSTABLE_OFFSET_COMMIT.
 	inflight map[topicPartition]int
+	// cg is the state of a consumer (KIP-848) group, nil for a classic
+	// group (consumer_group.go); it is replaced, never mutated, and only
+	// after its records are durable. cgTimers holds its members' session
+	// and rebalance timers.
+	cg       *cgState
+	cgTimers map[string]*cgMemberTimers
 }
 
 func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group {
@@ -502,6 +508,7 @@ func (g *group) unloadLocked(code int16) {
 	g.unloadCode = code
 	g.stopJoinTimer()
 	g.stopSyncTimer()
+	g.stopAllCGTimersLocked()
 	for _, m := range g.members {
 		m.stopHeartbeat()
 		if m.joinWait != nil {

@@ -64,6 +64,12 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	if !validSessionTimeout(req.SessionTimeoutMillis, c.cfg.MinSessionTimeout, c.cfg.MaxSessionTimeout) {
 		return fail(errInvalidSessionTimeout)
 	}
+	if g != nil {
+		// An empty consumer (KIP-848) group becomes classic again.
+		if code := c.convertEmptyConsumerGroup(ctx, g); code != 0 {
+			return fail(code)
+		}
+	}
 	if g == nil {
 		if req.MemberID != "" {
 			return fail(errUnknownMemberID)

@@ -24,6 +24,8 @@ type loadedGroup struct {
 	// pending: the transactions still open at the end of the replay, by
 	// producer id.
 	pending map[int64]*openTxn
+	// cg: the consumer (KIP-848) group records, nil if none were seen.
+	cg *loadedCG
 }
 
 // loadStats describes a replay, for the snapshot trigger.
@@ -100,6 +102,19 @@ func (r *replay) apply(batch []byte) error {
 			return err
 		}
 		if !ok {
+			if v := keyVersion(rec.key); isConsumerGroupKeyVersion(v) {
+				k, err := decodeCGKey(rec.key)
+				if err != nil {
+					return err
+				}
+				lg := r.group(k.group)
+				if lg.cg == nil {
+					lg.cg = newLoadedCG()
+				}
+				if err := lg.cg.apply(k, rec.value); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if !p.isOffset {
@@ -198,10 +213,24 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[str
 	groups = make(map[string]*group, len(r.groups))
 	txnGroups = map[int64]map[string]struct{}{}
 	for id, lg := range r.groups {
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 {
+		var cg *cgState
+		if lg.cg != nil {
+			cg = lg.cg.state()
+		}
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 && cg == nil {
 			continue
 		}
-		groups[id] = restoreGroup(c, id, partition, lg, now)
+		src := lg
+		if cg != nil {
+			// A consumer group replaces a classic one only through the
+			// classic group's tombstone, so both are never live; should a
+			// log hold both, the consumer group wins.
+			src = &loadedGroup{offsets: lg.offsets, pending: lg.pending}
+			stats.live += int64(len(cg.members)+1) * 256
+		}
+		g := restoreGroup(c, id, partition, src, now)
+		g.cg = cg
+		groups[id] = g
 		stats.live += int64(len(lg.metaRaw)) + int64(len(lg.offsets))*int64(len(id)+64)
 		for pid := range lg.pending {
 			indexTxnGroup(txnGroups, pid, id)
@@ -269,6 +298,7 @@ func (g *group) onLoadedLocked(now time.Time) {
 	for _, m := range g.members {
 		g.scheduleHeartbeatLocked(m, now)
 	}
+	g.onLoadedCGLocked()
 }
 
 // expiryLoop runs the offset expiry every interval until Close.
@@ -301,17 +331,23 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 		g.mu.Unlock()
 		return
 	}
-	expired := expiredOffsets(expiryInput{
+	in := expiryInput{
 		state:        g.state,
 		protocolType: g.protocolType,
 		stateTime:    g.stateTime,
 		subscribed:   g.subscribed,
 		subsKnown:    g.subsKnown,
 		offsets:      g.offsets,
-	}, now, c.cfg.OffsetsRetention)
+	}
+	if g.cg != nil {
+		in.consumerGroup = true
+		in.subscribed = groupSubscribedTopics(g.cg.members, resolveRegexes(g.cg.members, c.topicImage()))
+	}
+	expired := expiredOffsets(in, now, c.cfg.OffsetsRetention)
 	// A group with offsets of an open transaction stays (Kafka's
 	// GroupMetadata.hasOffsets counts them).
-	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0 && len(g.pendingTxn) == 0
+	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0 && len(g.pendingTxn) == 0 &&
+		(g.cg == nil || len(g.cg.members) == 0)
 	if len(expired) == 0 && !die {
 		g.mu.Unlock()
 		return
@@ -321,7 +357,11 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 		records = append(records, offsetTombstone(g.id, tp))
 	}
 	if die {
-		records = append(records, groupTombstone(g.id))
+		if g.cg != nil {
+			records = append(records, cgDeleteGroupRecords(g.id, g.cg)...)
+		} else {
+			records = append(records, groupTombstone(g.id))
+		}
 		g.state = stateDead // as in deleteGroup: nothing may change meanwhile
 	}
 	g.mu.Unlock()

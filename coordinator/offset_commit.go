@@ -35,7 +35,7 @@ import (
 
 // OffsetCommit serves an OffsetCommitRequest.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	in := commitInput{group: req.Group, generation: req.Generation, memberID: req.MemberID}
+	in := commitInput{group: req.Group, generation: req.Generation, memberID: req.MemberID, version: req.Version}
 	if req.Version == 0 {
 		in.generation, in.memberID = -1, ""
 	}
@@ -68,7 +68,8 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 // commitInput is an OffsetCommit or TxnOffsetCommit, version neutral.
 type commitInput struct {
 	group      string
-	generation int32
+	version    int16 // of the OffsetCommit or TxnOffsetCommit
+	generation int32 // the member epoch for consumer (KIP-848) groups
 	memberID   string
 	instanceID *string
 	topics     []commitTopic
@@ -122,6 +123,11 @@ func (c *Coordinator) commitOffsets(ctx context.Context, in commitInput) (codes 
 		g, code = c.lookup(in.group, false)
 		if code == 0 && g == nil {
 			if in.generation >= 0 {
+				// Kafka's new coordinator: GROUP_ID_NOT_FOUND from v9
+				// (for both protocols), ILLEGAL_GENERATION before.
+				if in.version >= 9 {
+					return all(errGroupIDNotFound)
+				}
 				return all(errIllegalGeneration)
 			}
 			g, code = c.lookup(in.group, true)
@@ -143,17 +149,12 @@ func (c *Coordinator) commitOffsets(ctx context.Context, in commitInput) (codes 
 		g.mu.Unlock()
 		return all(code)
 	}
-	memberCode := g.validateCurrentMemberLocked(in.memberID, in.instanceID)
-	if code := validateCommit(commitCheck{
-		state:         g.state,
-		generation:    g.generation,
-		isMember:      memberCode == 0,
-		fenced:        memberCode == errFencedInstanceID,
-		reqGen:        in.generation,
-		reqMember:     in.memberID,
-		reqStatic:     in.instanceID != nil,
-		transactional: in.transactional,
-	}); code != 0 {
+	if g.cg != nil {
+		if code := validateConsumerCommit(g.cg, in.memberID, in.instanceID, in.generation, in.transactional, in.version); code != 0 {
+			g.mu.Unlock()
+			return all(code)
+		}
+	} else if code := g.validateClassicCommitLocked(in); code != 0 {
 		g.mu.Unlock()
 		return all(code)
 	}
@@ -252,4 +253,19 @@ func fillUnset(codes [][]int16, code int16) {
 			}
 		}
 	}
+}
+
+// validateClassicCommitLocked is validateCommit for a classic group.
+func (g *group) validateClassicCommitLocked(in commitInput) int16 {
+	memberCode := g.validateCurrentMemberLocked(in.memberID, in.instanceID)
+	return validateCommit(commitCheck{
+		state:         g.state,
+		generation:    g.generation,
+		isMember:      memberCode == 0,
+		fenced:        memberCode == errFencedInstanceID,
+		reqGen:        in.generation,
+		reqMember:     in.memberID,
+		reqStatic:     in.instanceID != nil,
+		transactional: in.transactional,
+	})
 }

@@ -11,13 +11,20 @@ package coordinator
 //     or a commit being written, answers offset -1 and
 //     UNSTABLE_OFFSET_COMMIT (Kafka's getOffsets); without it those are
 //     invisible and the last committed offset is answered.
-//   - v8+ batches groups; v9 member id / epoch (KIP-848 groups) are ignored.
+//   - v8+ batches groups; v9 member id / epoch are checked for consumer
+//     (KIP-848) groups (consumer_offsets.go), ignored for classic ones.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// fetchMember is the member id and epoch of an OffsetFetch v9+ group.
+type fetchMember struct {
+	id    *string
+	epoch int32
+}
 
 // fetchedTopic is one topic of an OffsetFetch answer, version neutral.
 type fetchedTopic struct {
@@ -48,7 +55,11 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			fetched, code := c.fetchOffsets(rg.Group, order, topics, req.RequireStable)
+			var member *fetchMember
+			if req.Version >= 9 {
+				member = &fetchMember{id: rg.MemberID, epoch: rg.MemberEpoch}
+			}
+			fetched, code := c.fetchOffsets(rg.Group, order, topics, req.RequireStable, member)
 			sg := kmsg.OffsetFetchResponseGroup{Group: rg.Group, ErrorCode: code}
 			for _, ft := range fetched {
 				st := kmsg.OffsetFetchResponseGroupTopic{Topic: ft.topic}
@@ -76,7 +87,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	fetched, code := c.fetchOffsets(req.Group, order, topics, req.Version >= 7 && req.RequireStable)
+	fetched, code := c.fetchOffsets(req.Group, order, topics, req.Version >= 7 && req.RequireStable, nil)
 	if code != 0 {
 		if req.Version >= 2 {
 			resp.ErrorCode = code
@@ -127,7 +138,8 @@ func fillFetched(offset *int64, epoch *int32, metadata **string, fp fetchedParti
 // fetchOffsets reads group's committed offsets: of the requested partitions
 // (topics in order), or of every committed partition when topics is nil.
 // With requireStable, partitions with a pending commit are marked unstable.
-func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[string][]int32, requireStable bool) ([]fetchedTopic, int16) {
+// member (v9+) is checked against a consumer (KIP-848) group's members.
+func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[string][]int32, requireStable bool, member *fetchMember) ([]fetchedTopic, int16) {
 	g, code := c.lookup(groupID, false)
 	if code != 0 {
 		return nil, code
@@ -139,6 +151,11 @@ func (c *Coordinator) fetchOffsets(groupID string, order []string, topics map[st
 		defer g.mu.Unlock()
 		if code := g.unloadCode; code != 0 {
 			return nil, code
+		}
+		if g.cg != nil && member != nil {
+			if code := validateConsumerFetch(g.cg, member.id, member.epoch); code != 0 {
+				return nil, code
+			}
 		}
 		if g.state != stateDead {
 			offsets = g.offsets

@@ -148,9 +148,15 @@ type expiryInput struct {
 	subscribed   map[string]struct{}
 	subsKnown    bool
 	offsets      map[topicPartition]offsetEntry
+	// consumerGroup: a consumer (KIP-848) group, subscribed its members'
+	// topics.
+	consumerGroup bool
 }
 
-// expiredOffsets is GroupMetadata.removeExpiredOffsets' selection (KIP-211):
+// expiredOffsets is GroupMetadata.removeExpiredOffsets' selection (KIP-211)
+// and, for consumer (KIP-848) groups, ConsumerGroup's:
+//   - a consumer group: offsets of topics no member subscribes to,
+//     retention after their commit;
 //   - an Empty group that had members: all offsets, once retention has
 //     passed since the group became Empty;
 //   - a Stable consumer group: offsets of topics no member subscribes to,
@@ -167,6 +173,11 @@ func expiredOffsets(in expiryInput, now time.Time, retention time.Duration) []to
 	var base func(o offsetEntry) time.Time
 	var eligible func(tp topicPartition) bool = func(topicPartition) bool { return true }
 	switch {
+	case in.consumerGroup:
+		// ConsumerGroup.offsetExpirationCondition: retention after the
+		// commit, for topics no member subscribes to.
+		base = func(o offsetEntry) time.Time { return o.commitTime }
+		eligible = func(tp topicPartition) bool { _, sub := in.subscribed[tp.topic]; return !sub }
 	case in.protocolType != "" && in.state == stateEmpty:
 		base = func(o offsetEntry) time.Time {
 			if in.stateTime.IsZero() {

@@ -280,6 +280,11 @@ func (g *group) durableRecordsLocked(out []record) []record {
 	if g.storedMeta != nil {
 		out = append(out, record{key: groupKey(g.id), value: g.storedMeta})
 	}
+	if g.cg != nil {
+		// A consumer group's state is published only once durable: the
+		// live state is the durable one.
+		out = append(out, cgStateRecords(g.id, g.cg)...)
+	}
 	for _, tp := range sortedPartitions(g.offsets) {
 		o := g.offsets[tp]
 		r := offsetRecord(g.id, tp, o)

@@ -52,6 +52,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		transactional: true,
 		producerID:    req.ProducerID,
 		producerEpoch: req.ProducerEpoch,
+		version:       req.Version,
 	}
 	if req.Version >= 3 {
 		in.generation, in.memberID, in.instanceID = req.Generation, req.MemberID, req.InstanceID

@@ -632,6 +632,36 @@ func azScenarios() []azScenario {
 			req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
 			return req
 		}},
+		{name: "ConsumerGroupHeartbeat", key: kmsg.ConsumerGroupHeartbeat.Int16(), checks: []int{0, 1}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, n.group, "az-member", 0
+			req.RebalanceTimeoutMillis = 10000
+			req.SubscribedTopicNames = []string{n.topic}
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return req
+		}},
+		{name: "ConsumerGroupDescribe", key: kmsg.ConsumerGroupDescribe.Int16(), checks: []int{0, 1}, setup: func(t *testing.T, e *azEnv, n *azNames) {
+			// An empty consumer group: one member joins and leaves.
+			for _, epoch := range []int32{0, -1} {
+				req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, n.group, "az-setup", epoch
+				if epoch == 0 {
+					req.RebalanceTimeoutMillis = 10000
+					req.SubscribedTopicNames = []string{n.topic}
+					req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				}
+				resp, err := req.RequestWith(e.ctx(t), e.admin)
+				if err != nil || resp.ErrorCode != 0 {
+					t.Fatalf("consumer group setup (epoch %d): %v %v", epoch, err, resp)
+				}
+			}
+		}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrConsumerGroupDescribeRequest()
+			req.Version, req.Groups, req.IncludeAuthorizedOperations = 1, []string{n.group}, true
+			return req
+		}, ops: func(resp kmsg.Response) int32 {
+			return resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].AuthorizedOperations
+		}},
 		{name: "DescribeGroups", key: kmsg.DescribeGroups.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.Version, req.Groups, req.IncludeAuthorizedOperations = 5, []string{n.group}, true

@@ -55,7 +55,7 @@ const groupMemberEnv = "KBROKER_GROUPS_MEMBER"
 
 // groupMemberSpec is what a member process needs to know.
 type groupMemberSpec struct {
-	Client   string // franz-range, franz-coop, sarama, kafka-go
+	Client   string // franz-range, franz-coop, franz-848, sarama, kafka-go
 	Addr     string
 	Topic    string
 	Group    string
@@ -392,7 +392,7 @@ func TestGroupsMember(t *testing.T) {
 	}
 	var err error
 	switch spec.Client {
-	case "franz-range", "franz-coop":
+	case "franz-range", "franz-coop", "franz-848":
 		err = runFranzMember(ctx, spec, out, emit)
 	case "sarama":
 		err = runSaramaMember(ctx, spec, out, emit)
@@ -415,10 +415,17 @@ func TestGroupsMember(t *testing.T) {
 // close.
 func runFranzMember(ctx context.Context, spec groupMemberSpec, out *bufio.Writer, emit func(int32, int64, []byte)) error {
 	bal := kgo.RangeBalancer()
-	if spec.Client == "franz-coop" {
+	var extra []kgo.Opt
+	switch spec.Client {
+	case "franz-coop":
 		bal = kgo.CooperativeStickyBalancer()
+	case "franz-848":
+		// KIP-848: the broker assigns ("uniform" for the sticky balancer);
+		// sessions are the broker's group.consumer.session.timeout.ms.
+		bal = kgo.CooperativeStickyBalancer()
+		extra = append(extra, kgo.ServerSideBalancer())
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append(extra,
 		kgo.SeedBrokers(spec.Addr),
 		kgo.ClientID(spec.ClientID),
 		kgo.ConsumerGroup(spec.Group),
@@ -433,7 +440,7 @@ func runFranzMember(ctx context.Context, spec groupMemberSpec, out *bufio.Writer
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(groupsFetchMaxWait),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

@@ -228,6 +228,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		MinSessionTimeout:     b.cfg.GroupMinSessionTimeout,
 		MaxSessionTimeout:     b.cfg.GroupMaxSessionTimeout,
 		MaxRecordBytes:        b.cfg.MessageMaxBytes,
+
+		ConsumerSessionTimeout:    b.cfg.GroupConsumerSessionTimeout,
+		ConsumerHeartbeatInterval: b.cfg.GroupConsumerHeartbeatInterval,
+		ConsumerAssignors:         b.cfg.GroupConsumerAssignors,
+		ConsumerMaxSize:           b.cfg.GroupConsumerMaxSize,
+		Topics:                    b.consumerGroupTopics(),
 	}, &internalLog{b: b, topic: offsetsTopic}, b.logger.With("component", "groups"))
 	b.txns = b.newTxnCoordinator()
 	b.watchACLs()

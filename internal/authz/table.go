@@ -214,6 +214,16 @@ func Rules() []Rule {
 			leftOut("the transaction's topics", g(describe, topic)),
 		}},
 		{kmsg.ListTransactions.Int16(), []Check{leftOut("", g(describe, txnID))}},
+		// KIP-848: Read on the group, then Describe on every subscribed
+		// topic name (one missing refuses the heartbeat).
+		{kmsg.ConsumerGroupHeartbeat.Int16(), []Check{
+			refused(groupFailed, "", g(read, group)),
+			refused(topicFailed, "subscribed topic names", g(describe, topic)),
+		}},
+		{kmsg.ConsumerGroupDescribe.Int16(), []Check{
+			refused(groupFailed, "", g(describe, group)),
+			{AnyOf: []Grant{g(describe, group)}, Effect: NoOperations, When: "group authorized operations"},
+		}},
 	}
 }
 

@@ -179,7 +179,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		return res, nil
 	}
 	end := m.latest + 1
-	res.MapEntries = len(m.m)
+	res.MapEntries = m.entries
 	res.MappedUpToFirst = end
 
 	var toClean []*cleanSource

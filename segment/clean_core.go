@@ -2,6 +2,7 @@ package segment
 
 import (
 	"crypto/md5"
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -14,32 +15,79 @@ import (
 // keeps, and how cleaned segments are grouped. Log.Clean does the I/O.
 
 // Kafka's SkimpyOffsetMap stores an MD5 hash of the key (16 bytes) and an
-// 8-byte offset per slot, and the cleaner fills it to a load factor of 0.9
-// (log.cleaner.io.buffer.load.factor). The map here is a Go map keyed by
-// the same hash; its entry limit is computed as Kafka's, so that a given
-// log.cleaner.dedupe.buffer.size cleans the same dirty range as Kafka
-// would (Go's own map overhead is larger than 24 bytes per entry).
+// 8-byte offset per slot, in one buffer of log.cleaner.dedupe.buffer.size
+// (per thread), and the cleaner fills it to a load factor of 0.9
+// (log.cleaner.io.buffer.load.factor). offsetMap is the same table (open
+// addressing, linear probing) in one byte slice, so the cleaner's memory
+// is bounded by its buffer setting as Kafka's is; unlike Kafka it starts
+// small and doubles as keys come, up to the buffer's slots, so a small log
+// does not cost the whole buffer (while it doubles, the old table lives
+// beside the new one: at most 1.5x the buffer). The entry limit is
+// Kafka's, so a given buffer cleans the same dirty range as in Kafka.
 const (
 	offsetMapHashSize   = md5.Size
 	offsetMapEntryBytes = offsetMapHashSize + 8
 	offsetMapLoadFactor = 0.9
+	// offsetMapInitialSlots is the table's first size (24 KiB).
+	offsetMapInitialSlots = 1024
 )
 
 // offsetMap is the cleaner's key -> latest offset map of one cleaning.
 type offsetMap struct {
-	m          map[[offsetMapHashSize]byte]int64
-	maxEntries int   // Kafka's maxDesiredMapSize: slots * load factor
+	// table holds slots of offsetMapEntryBytes: the key's MD5, then its
+	// offset + 1 big endian (0: an empty slot).
+	table      []byte
+	entries    int
+	maxSlots   int   // the buffer's slots: the table never grows past them
+	maxEntries int   // Kafka's maxDesiredMapSize: maxSlots * load factor
 	latest     int64 // the last offset mapped (Kafka's latestOffset); -1 when none
 }
 
 // newOffsetMap sizes the map for bufferBytes of Kafka's dedupe buffer (one
 // cleaner thread's share of log.cleaner.dedupe.buffer.size).
 func newOffsetMap(bufferBytes int64) *offsetMap {
-	slots := bufferBytes / offsetMapEntryBytes
-	return &offsetMap{
-		m:          make(map[[offsetMapHashSize]byte]int64),
-		maxEntries: int(float64(slots) * offsetMapLoadFactor),
-		latest:     -1,
+	slots := int(bufferBytes / offsetMapEntryBytes)
+	m := &offsetMap{maxSlots: slots, maxEntries: int(float64(slots) * offsetMapLoadFactor), latest: -1}
+	m.table = make([]byte, min(slots, offsetMapInitialSlots)*offsetMapEntryBytes)
+	return m
+}
+
+func (m *offsetMap) slots() int { return len(m.table) / offsetMapEntryBytes }
+
+// find is the slot holding hash, or the empty slot where it goes.
+func (m *offsetMap) find(hash *[offsetMapHashSize]byte) (slot int, found bool) {
+	n := m.slots()
+	i := int(binary.BigEndian.Uint64(hash[:8]) % uint64(n))
+	for {
+		e := m.table[i*offsetMapEntryBytes : (i+1)*offsetMapEntryBytes]
+		if binary.BigEndian.Uint64(e[offsetMapHashSize:]) == 0 {
+			return i, false
+		}
+		if [offsetMapHashSize]byte(e[:offsetMapHashSize]) == *hash {
+			return i, true
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+func (m *offsetMap) set(slot int, hash *[offsetMapHashSize]byte, offset int64) {
+	e := m.table[slot*offsetMapEntryBytes : (slot+1)*offsetMapEntryBytes]
+	copy(e, hash[:])
+	binary.BigEndian.PutUint64(e[offsetMapHashSize:], uint64(offset+1))
+}
+
+// grow doubles the table (up to maxSlots) and rehashes it.
+func (m *offsetMap) grow() {
+	old := m.table
+	m.table = make([]byte, min(2*m.slots(), m.maxSlots)*offsetMapEntryBytes)
+	for e := old; len(e) > 0; e = e[offsetMapEntryBytes:] {
+		if o := binary.BigEndian.Uint64(e[offsetMapHashSize:offsetMapEntryBytes]); o != 0 {
+			hash := [offsetMapHashSize]byte(e[:offsetMapHashSize])
+			slot, _ := m.find(&hash)
+			m.set(slot, &hash, int64(o)-1)
+		}
 	}
 }
 
@@ -47,19 +95,32 @@ func newOffsetMap(bufferBytes int64) *offsetMap {
 // it refuses (false) once the map holds maxEntries keys, even for a key
 // already present, so the mapped range always ends on a whole record.
 func (m *offsetMap) put(key []byte, offset int64) bool {
-	if len(m.m) >= m.maxEntries {
+	if m.entries >= m.maxEntries {
 		return false
 	}
-	m.m[md5.Sum(key)] = offset
+	if m.slots() < m.maxSlots && float64(m.entries+1) > float64(m.slots())*offsetMapLoadFactor {
+		m.grow()
+	}
+	hash := md5.Sum(key)
+	slot, found := m.find(&hash)
+	if !found {
+		m.entries++
+	}
+	m.set(slot, &hash, offset)
 	return true
 }
 
 // get is the latest offset of key, or -1 when it is not mapped.
 func (m *offsetMap) get(key []byte) int64 {
-	if o, ok := m.m[md5.Sum(key)]; ok {
-		return o
+	if m.entries == 0 {
+		return -1
 	}
-	return -1
+	hash := md5.Sum(key)
+	slot, found := m.find(&hash)
+	if !found {
+		return -1
+	}
+	return int64(binary.BigEndian.Uint64(m.table[slot*offsetMapEntryBytes+offsetMapHashSize:])) - 1
 }
 
 // abortedRanges answers whether a data batch belongs to an aborted

@@ -246,7 +246,7 @@ func TestMapBatch(t *testing.T) {
 	}
 	// Offset 100 is below the dirty start; the null key is not mapped.
 	if m.get([]byte("a")) != -1 || m.get([]byte("b")) != 102 || m.get([]byte("c")) != 103 || m.latest != 103 {
-		t.Fatalf("map %v latest %d", m.m, m.latest)
+		t.Fatalf("map of %d entries, latest %d", m.entries, m.latest)
 	}
 
 	small := newOffsetMap(3 * offsetMapEntryBytes) // 3 slots: 2 keys at 0.9
@@ -268,7 +268,7 @@ func TestMapBatch(t *testing.T) {
 		t.Fatal("refused")
 	}
 	if m2.get([]byte("z")) != -1 || m2.latest != 100 {
-		t.Fatalf("aborted record mapped: %v, latest %d", m2.m, m2.latest)
+		t.Fatalf("aborted record mapped: %d entries, latest %d", m2.entries, m2.latest)
 	}
 }
 
@@ -299,5 +299,39 @@ func TestGroupSegmentsBySize(t *testing.T) {
 				t.Fatalf("groups %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestOffsetMapAgainstGoMap: the open-addressing table answers as a Go map
+// over many keys and overwrites while it grows, and its memory never
+// passes the buffer it was given.
+func TestOffsetMapAgainstGoMap(t *testing.T) {
+	for _, buffer := range []int64{5 * offsetMapEntryBytes, 1000 * offsetMapEntryBytes, 1 << 20} {
+		m := newOffsetMap(buffer)
+		want := map[string]int64{}
+		for i := 0; ; i++ {
+			key := fmt.Sprintf("key-%d", (i*7919)%(m.maxEntries+m.maxEntries/3+1))
+			if !m.put([]byte(key), int64(i)) {
+				if len(want) != m.maxEntries {
+					t.Fatalf("buffer %d: refused at %d keys, limit %d", buffer, len(want), m.maxEntries)
+				}
+				break
+			}
+			want[key] = int64(i)
+			if int64(len(m.table)) > buffer {
+				t.Fatalf("buffer %d: table of %d bytes", buffer, len(m.table))
+			}
+		}
+		if m.entries != len(want) {
+			t.Fatalf("buffer %d: %d entries, want %d", buffer, m.entries, len(want))
+		}
+		for k, o := range want {
+			if got := m.get([]byte(k)); got != o {
+				t.Fatalf("buffer %d: get(%s) = %d, want %d", buffer, k, got, o)
+			}
+		}
+		if m.get([]byte("absent")) != -1 {
+			t.Fatalf("buffer %d: an absent key is mapped", buffer)
+		}
 	}
 }

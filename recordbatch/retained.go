@@ -18,9 +18,10 @@ import (
 // passes it as logAppendTime). With deleteHorizon >= 0 the batch carries
 // it instead as its base timestamp with DeleteHorizonBit set (KIP-534:
 // when the cleaner may drop its tombstones), the records' timestamp
-// deltas taken from it. The records are written uncompressed: Kafka
-// recompresses with the original codec, kbroker does not yet. records
-// must not be empty.
+// deltas taken from it. The records are compressed with the original
+// batch's codec, as Kafka's filterTo builds the retained batch with it
+// (so cleaning a compressed topic never inflates it); should that fail,
+// they are written uncompressed. records must not be empty.
 func BuildRetained(orig Header, records []kmsg.Record, deleteHorizon int64) []byte {
 	// A record's timestamp is the base timestamp plus its delta, whether
 	// the base is a timestamp or a delete horizon.
@@ -55,8 +56,20 @@ func BuildRetained(orig Header, records []kmsg.Record, deleteHorizon int64) []by
 	if deleteHorizon >= 0 {
 		attrs |= DeleteHorizonBit
 	}
+	codec := orig.Compression()
+	if codec != CompressionNone {
+		if packed, err := compress(codec, b[HeaderSize:]); err == nil {
+			b = append(b[:HeaderSize:HeaderSize], packed...)
+		} else {
+			codec = CompressionNone
+		}
+	}
 	orig.Attributes = attrs
 	putHeader(b, orig, baseTs, maxTs, int32(len(records)))
+	if codec != CompressionNone {
+		binary.BigEndian.PutUint16(b[offAttributes:], uint16(attrs&^CompressionMask|int16(codec)))
+		SetCRC(b)
+	}
 	return b
 }
 

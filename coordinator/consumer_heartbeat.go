@@ -25,7 +25,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -439,12 +438,4 @@ func describeAssignment(s tpSet, im *TopicImage) kmsg.Assignment {
 		})
 	}
 	return a
-}
-
-// consumerErr names a kerr code for logs and tests.
-func consumerErr(code int16) string {
-	if e := kerr.ErrorForCode(code); e != nil {
-		return e.Error()
-	}
-	return "NONE"
 }

@@ -28,7 +28,10 @@ scram_password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 go run scripts/scram-user.go -broker "127.0.0.1:$port" -user kgo -password "$scram_password" -mechanism SCRAM-SHA-256
 
 # Every test runs, the transactional ones (TestTxnEtl) and SCRAM ones included; KGO_SKIP
-# takes a -test.skip pattern to leave some out.
+# takes a -test.skip pattern to leave some out. The KIP-848 variants (the .../848 subtests of
+# TestGroupETL, TestTxnEtl and TestGroupSimple, Test848RegexBrokerResolves) need no switch:
+# franz-go's tests run them whenever the broker advertises ConsumerGroupHeartbeat v1, as
+# kbroker does. Share group tests (KIP-932) skip themselves: ShareFetch is not served.
 skip=${KGO_SKIP:-^$}
 set +e
 (cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_SCRAM_SEEDS="127.0.0.1:$scram_port" \
@@ -42,5 +45,9 @@ fail=$(grep -c '^--- FAIL' "$work/kgo.out" || true)
 skipped=$(grep -c '^--- SKIP' "$work/kgo.out" || true)
 cp "$work/kgo.out" "${KGO_OUT:-/tmp/kgo-suite.out}"
 cp "$work/broker.log" "${KGO_BROKER_LOG:-/tmp/kgo-suite-broker.log}"
+pass848=$(grep -cE -- '--- PASS: [^ ]*848' "$work/kgo.out" || true)
+fail848=$(grep -cE -- '--- FAIL: [^ ]*848' "$work/kgo.out" || true)
+skip848=$(grep -cE -- '--- SKIP: [^ ]*848' "$work/kgo.out" || true)
 echo "kgo suite: $pass passed, $fail failed, $skipped skipped (exit $rc; full output in ${KGO_OUT:-/tmp/kgo-suite.out})"
+echo "KIP-848 (consumer group protocol) tests and variants: $pass848 passed, $fail848 failed, $skip848 skipped"
 exit $rc

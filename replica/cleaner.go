@@ -312,7 +312,7 @@ func (c *logCleaner) clean(ctx context.Context, p *Partition, plan cleanPlan) bo
 	c.mu.Unlock()
 	c.m.logger.Info("log cleaned", "partition", p.tp.String(), "first_dirty", plan.firstDirty,
 		"end_offset", res.EndOffset, "dirty_ratio", plan.ratio(), "bytes_read", res.BytesRead,
-		"bytes_written", res.BytesWritten, "took", time.Since(start).Round(time.Millisecond).String())
+		"bytes_written", res.BytesWritten, "markers_removed", res.MarkersRemoved, "took", time.Since(start).Round(time.Millisecond).String())
 	if err := c.writeCheckpoints(); err != nil {
 		c.m.logger.Warn("writing the cleaner checkpoint failed", "err", err)
 	}

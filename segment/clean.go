@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/kbroker/kbroker/internal/atomicfile"
@@ -80,6 +81,7 @@ type CleanResult struct {
 	Kept, Rewritten             int   // batches written as they were, rebuilt
 	Emptied, Dropped            int   // batches kept as empty headers, removed
 	MapEntries                  int   // keys in the offset map
+	MarkersRemoved              int   // transaction markers removed (part of Dropped)
 	MappedFrom, MappedUpToFirst int64 // the dirty range mapped, [from, to)
 }
 
@@ -153,16 +155,15 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		return res, l.errorf("clean: %w", err)
 	}
 
-	// The last data batch of each producer (Kafka reads it from the
+	// The last batches of each producer (Kafka reads them from the
 	// producer state; a header scan gives the same for the producers the
-	// log still holds, and keeping one for an expired producer is harmless).
-	lastData := map[int64]int64{}
+	// log still holds, and keeping them for an expired producer is
+	// harmless).
+	tails := producerTails{}
 	for _, s := range srcs {
 		sc := newBatchScanner(s.f, 0, s.size, false)
 		for sc.next() {
-			if h := sc.h; h.ProducerID >= 0 && !h.IsControl() {
-				lastData[h.ProducerID] = h.LastOffset()
-			}
+			tails.observe(sc.h)
 		}
 		if sc.err != nil {
 			return res, l.readFailed(gen, s, sc.err)
@@ -197,14 +198,17 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		infos[i] = s.info
 	}
 	point := 0
+	// One filter for the whole cleaning: the groups are read in offset
+	// order from the log's first segment, so the transaction markers are
+	// decided knowing every batch before them.
+	f := &cleanFilter{offsets: m, aborts: aborts, producers: tails, txns: newTxnMarkers(), keptAborts: map[int64]bool{},
+		nowMs: now.UnixMilli(), deleteRetentionMs: opts.DeleteRetention.Milliseconds()}
 	for _, g := range groupSegmentsBySize(infos, cfg.SegmentBytes, int64(cfg.MaxIndexBytes), uncleanable) {
 		group := toClean[g[0]:g[1]]
 		groupEnd := end
 		if g[1] < len(srcs) {
 			groupEnd = srcs[g[1]].seg.base
 		}
-		f := &cleanFilter{offsets: m, aborts: aborts, lastData: lastData,
-			nowMs: now.UnixMilli(), deleteRetentionMs: opts.DeleteRetention.Milliseconds()}
 		if err := l.cleanGroup(opts, group, groupEnd, f, gen, &point, &res); err != nil {
 			return res, err
 		}
@@ -212,10 +216,11 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		res.SegmentsBefore += len(group)
 	}
 	res.EndOffset = end
+	res.MarkersRemoved = len(f.removedMarkers)
 	l.logger.Info("cleaned log", "first_dirty", start, "end_offset", end, "groups", res.Groups,
 		"segments", res.SegmentsBefore, "bytes_read", res.BytesRead, "bytes_written", res.BytesWritten,
 		"batches_kept", res.Kept, "batches_rewritten", res.Rewritten, "batches_emptied", res.Emptied,
-		"batches_dropped", res.Dropped, "map_entries", res.MapEntries)
+		"batches_dropped", res.Dropped, "markers_removed", res.MarkersRemoved, "map_entries", res.MapEntries)
 	return res, nil
 }
 
@@ -308,12 +313,11 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 	w := bufio.NewWriterSize(out, 256<<10)
 	var written int64
 	var mtime time.Time
-	var txns []AbortedTxn
+	removedBefore := len(f.removedMarkers)
 	for _, s := range group {
 		if s.mtime.After(mtime) {
 			mtime = s.mtime
 		}
-		txns = append(txns, s.txns...)
 		sc := newBatchScanner(s.f, 0, s.size, true)
 		for sc.next() {
 			if stopped(opts.Stop) {
@@ -350,6 +354,16 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 		res.BytesRead += s.size
 		l.throttle(opts, s.size)
 	}
+	// The group's .txnindex entries are those of the abort markers kept
+	// with batches of their transaction before them (filterControl).
+	var txns []AbortedTxn
+	for _, s := range group {
+		for _, t := range s.txns {
+			if f.keptAborts[t.LastOffset] {
+				txns = append(txns, t)
+			}
+		}
+	}
 	err = w.Flush()
 	if err == nil {
 		err = out.Sync()
@@ -376,7 +390,7 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.swapInLocked(group, base, groupEnd, len(txns) > 0, gen, point, opts.Hook)
+	return l.swapInLocked(group, base, groupEnd, len(txns) > 0, f.removedMarkers[removedBefore:], gen, point, opts.Hook)
 }
 
 // writeTxnEntries writes a .txnindex file holding entries, fsynced.
@@ -400,6 +414,9 @@ func writeTxnEntries(path string, txns []AbortedTxn) error {
 // Kafka's order (LocalLog.replaceSegments), each step durable before the
 // next:
 //
+//  0. when the group removes transaction markers, the producer snapshots
+//     that hold one of their transactions open are deleted
+//     (snapshotsClosedByLocked), so no load replays from them;
 //  1. <base>.swapend records groupEnd, the end of the range replaced;
 //  2. the .cleaned files are renamed to .swap (the .log last): from here
 //     on recovery completes the swap instead of discarding it;
@@ -412,7 +429,7 @@ func writeTxnEntries(path string, txns []AbortedTxn) error {
 // or the new one, never both. The new segment's offset and time indexes
 // are rebuilt from its batches after the swap (Open does the same when
 // they are missing).
-func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bool, gen uint64, point *int, crashAt func(int) error) error {
+func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bool, removed []removedMarker, gen uint64, point *int, crashAt func(int) error) error {
 	cleanedLog := segmentPath(l.dir, base, logSuffix+cleanedSuffix)
 	cleanedTxn := segmentPath(l.dir, base, txnIndexSuffix+cleanedSuffix)
 	first := -1
@@ -448,6 +465,16 @@ func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bo
 		return func() error { return os.Rename(from, to) }
 	}
 
+	if stale := l.snapshotsClosedByLocked(removed); len(stale) > 0 {
+		if err := step("delete producer snapshots", func() error {
+			return l.deleteSnapshotsLocked(func(o int64) bool { return slices.Contains(stale, o) })
+		}); err != nil {
+			return err
+		}
+		if err := step("sync dir", syncDir); err != nil {
+			return err
+		}
+	}
 	if err := step("write swap end", func() error {
 		return writeOffsetCheckpoint(segmentPath(l.dir, base, swapEndSuffix), groupEnd)
 	}); err != nil {
@@ -533,6 +560,48 @@ func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bo
 	segs = append(segs, l.segments[first+len(group):]...)
 	l.segments = segs
 	return nil
+}
+
+// snapshotsClosedByLocked lists the producer snapshots that removed
+// markers would leave with a transaction open forever: a snapshot at or
+// below a removed marker's offset that holds the marker's producer with an
+// open transaction (the marker closed it; once it is gone, a load from
+// that snapshot would replay no marker, and the last stable offset would
+// stay at the transaction's first offset). A snapshot that cannot be read
+// is listed too: a load would skip it anyway. Snapshots below the
+// transaction's first offset, and every later one, stay valid: the
+// transaction's batches are gone, so a replay from before them opens
+// nothing.
+func (l *Log) snapshotsClosedByLocked(removed []removedMarker) []int64 {
+	if len(removed) == 0 {
+		return nil
+	}
+	lastRemoved := map[int64]int64{}
+	for _, r := range removed {
+		lastRemoved[r.producerID] = max(lastRemoved[r.producerID], r.offset)
+	}
+	var stale []int64
+	for _, o := range l.snapshots {
+		if o > removed[len(removed)-1].offset {
+			break
+		}
+		b, err := os.ReadFile(segmentPath(l.dir, o, snapshotSuffix))
+		var entries []ProducerSnapshotEntry
+		if err == nil {
+			entries, err = DecodeProducerSnapshot(b)
+		}
+		if err != nil {
+			stale = append(stale, o)
+			continue
+		}
+		for _, e := range entries {
+			if y, ok := lastRemoved[e.ProducerID]; ok && e.CurrentTxnFirstOffset >= 0 && o <= y {
+				stale = append(stale, o)
+				break
+			}
+		}
+	}
+	return stale
 }
 
 // completeSwaps is the recovery half of the swap protocol, run by Open

@@ -137,6 +137,17 @@ func newAbortedRanges(txns []AbortedTxn) abortedRanges {
 	return r
 }
 
+// endsAbort reports whether the control batch h is the marker of an
+// aborted transaction the index lists.
+func (r abortedRanges) endsAbort(h recordbatch.Header) bool {
+	for _, t := range r[h.ProducerID] {
+		if t.LastOffset == h.BaseOffset {
+			return true
+		}
+	}
+	return false
+}
+
 func (r abortedRanges) aborted(h recordbatch.Header) bool {
 	if !h.IsTransactional() || h.IsControl() {
 		return false
@@ -186,23 +197,142 @@ func mapBatch(m *offsetMap, batch []byte, h recordbatch.Header, start int64, abo
 // errMapFull stops the record walk of mapBatch; it never leaves mapBatch.
 var errMapFull = fmt.Errorf("offset map full")
 
-// cleanFilter holds what decides, for one source segment, which records
-// of its batches a cleaning keeps (Kafka's LogCleaner.cleanInto filter).
+// producerTail is what the cleaner keeps of one producer so its state
+// survives cleaning (Kafka's lastRecordsOfActiveProducers), from a header
+// scan of the whole log.
+type producerTail struct {
+	// lastData is the last offset of the producer's last data batch, -1
+	// when the log holds none; dataEpoch is that batch's epoch.
+	lastData  int64
+	dataEpoch int16
+	// epoch is the epoch of the producer's last batch of any kind: an
+	// abort written by the coordinator with a bumped epoch (a timed-out or
+	// fenced transaction) is later than every data batch.
+	epoch int16
+}
+
+// producerTails maps a producer id to its tail.
+type producerTails map[int64]producerTail
+
+// observe records one batch of the header scan, in offset order.
+func (p producerTails) observe(h recordbatch.Header) {
+	if h.ProducerID < 0 {
+		return
+	}
+	t, ok := p[h.ProducerID]
+	if !ok {
+		t = producerTail{lastData: -1}
+	}
+	t.epoch = h.ProducerEpoch
+	if !h.IsControl() {
+		t.lastData, t.dataEpoch = h.LastOffset(), h.ProducerEpoch
+	}
+	p[h.ProducerID] = t
+}
+
+// keeps reports whether batch h must stay for its producer's state, as
+// Kafka's isBatchLastRecordOfProducer: a data batch that is the producer's
+// last one (its epoch and last sequence), or a control batch of the
+// producer's latest epoch when no data batch has that epoch (the marker
+// is then the only batch that carries the epoch, which fences zombies).
+func (p producerTails) keeps(h recordbatch.Header) bool {
+	if h.ProducerID < 0 {
+		return false
+	}
+	t, ok := p[h.ProducerID]
+	if !ok {
+		return false
+	}
+	if !h.IsControl() {
+		return t.lastData == h.LastOffset()
+	}
+	noDataAtEpoch := t.lastData < 0 || t.dataEpoch != t.epoch
+	return noDataAtEpoch && h.ProducerEpoch == t.epoch
+}
+
+// txnMarkers is Kafka's CleanedTransactionMetadata for one cleaning: it
+// follows the batches in offset order, from the log's first segment, and
+// says of each transaction marker whether a batch of its transaction was
+// read before it. A transaction's batches on a partition all come between
+// the producer's previous marker and its own (a producer writes nothing
+// else while its transaction is open), so "a transactional data batch of
+// the producer since its previous marker" is exactly "a batch of this
+// marker's transaction", whether it committed or aborted. (Kafka tracks
+// aborted transactions by their .txnindex ranges and committed ones by
+// producer; the answer is the same with a complete index, and this one
+// keeps a marker also when an index entry is missing.)
+//
+// Batches are counted as read when the cleaning reads them, even if it
+// drops them: a marker then stays one more cleaning, which is what makes
+// its removal safe whatever group of this cleaning a crash interrupts.
+type txnMarkers struct {
+	// dataSinceMarker holds the producers with a transactional data batch
+	// read since their last marker.
+	dataSinceMarker map[int64]bool
+}
+
+func newTxnMarkers() *txnMarkers { return &txnMarkers{dataSinceMarker: map[int64]bool{}} }
+
+// onData records a data batch.
+func (t *txnMarkers) onData(h recordbatch.Header) {
+	if h.IsTransactional() && h.ProducerID >= 0 {
+		t.dataSinceMarker[h.ProducerID] = true
+	}
+}
+
+// onControl records a control batch and reports whether it is a
+// transaction marker with no batch of its transaction left before it
+// (Kafka's onControlBatchRead): only such a marker may be removed, once
+// its delete horizon passed. A control batch without records (Kafka's
+// cleaner writes those) was emptied by an earlier cleaning and may go;
+// control batches of other types stay.
+func (t *txnMarkers) onControl(batch []byte, h recordbatch.Header) (removable bool) {
+	if h.RecordCount == 0 {
+		return true
+	}
+	c, err := recordbatch.ParseControl(batch)
+	if err != nil || (c.Type != recordbatch.ControlAbort && c.Type != recordbatch.ControlCommit) || h.ProducerID < 0 {
+		return false
+	}
+	hadData := t.dataSinceMarker[h.ProducerID]
+	delete(t.dataSinceMarker, h.ProducerID)
+	return !hadData
+}
+
+// cleanFilter holds what decides, for the batches of one cleaning, which
+// records a cleaning keeps (Kafka's LogCleaner.cleanInto filter). Its
+// batches must be given to filterBatch in offset order, from the log's
+// first segment.
 type cleanFilter struct {
 	offsets *offsetMap
 	aborts  abortedRanges
-	// nowMs and deleteRetentionMs decide tombstones as Kafka 3.x does for
-	// v2 batches (KIP-534): a batch whose tombstones a cleaning keeps for
-	// the first time gets a delete horizon nowMs+deleteRetentionMs; a
+	// nowMs and deleteRetentionMs decide tombstones and removable
+	// transaction markers as Kafka 3.x does for v2 batches (KIP-534): a
+	// batch whose tombstones (or whose removable marker) a cleaning keeps
+	// for the first time gets a delete horizon nowMs+deleteRetentionMs; a
 	// later cleaning from that time on drops them. (Kafka's older rule,
 	// by the last clean segment's modification time, never drops them
 	// when the cleaned segments keep being regrouped with new ones.)
 	nowMs, deleteRetentionMs int64
-	// lastData maps a producer id to the last offset of its last data
-	// batch in the log; that batch is kept, empty if need be, so the
+	// producers keeps each producer's last batch, empty if need be, so the
 	// producer's epoch and last sequence survive (Kafka's RETAIN_EMPTY
 	// for the active producers' last batches).
-	lastData map[int64]int64
+	producers producerTails
+	// txns follows the transactions to decide their markers; nil: every
+	// marker is kept (as before markers could be removed).
+	txns *txnMarkers
+	// keptAborts collects the offsets of the abort markers kept with
+	// batches of their transaction still read before them: their
+	// .txnindex entries go to the cleaned segment, the others' do not
+	// (Kafka's cleanedIndex), there being nothing left for them to hide.
+	keptAborts map[int64]bool
+	// removedMarkers collects the markers this cleaning removed.
+	removedMarkers []removedMarker
+}
+
+// removedMarker is a transaction marker a cleaning removed.
+type removedMarker struct {
+	producerID, offset int64
 }
 
 // batchOutcome says what filterBatch did with a batch (for stats and tests).
@@ -210,7 +340,7 @@ type batchOutcome int
 
 const (
 	batchKept      batchOutcome = iota // written as it was
-	batchRewritten                     // some records removed
+	batchRewritten                     // some records removed, or a delete horizon set
 	batchEmptied                       // no records kept, header kept for the producer
 	batchDropped                       // removed
 )
@@ -219,20 +349,20 @@ const (
 // cleaner's filter: it returns the bytes to write (the original batch, a
 // rebuilt one, an empty header, or nil) and what it did.
 //
-// Kept as they are: control batches (transaction markers are never removed
-// here, unlike Kafka which drops them after delete.retention.ms once the
-// transaction's data is gone; keeping them is always correct, only less
-// compact). Records: kept when past the map's latest offset (beyond what
-// this cleaning mapped), or keyed, at or after their key's latest offset,
-// and either with a value or a tombstone before the batch's delete
-// horizon (or in a batch without one). Records of aborted transactions
-// and records without a key are removed. A batch that keeps a tombstone
-// and has no delete horizon is rewritten with one. A batch left without
+// Records: kept when past the map's latest offset (beyond what this
+// cleaning mapped), or keyed, at or after their key's latest offset, and
+// either with a value or a tombstone before the batch's delete horizon
+// (or in a batch without one). Records of aborted transactions and
+// records without a key are removed. A batch that keeps a tombstone and
+// has no delete horizon is rewritten with one. A batch left without
 // records is dropped unless it is the last data batch of its producer
-// (kept as an empty header).
+// (kept as an empty header). Control batches: see filterControl.
 func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, batchOutcome, error) {
 	if h.IsControl() {
-		return batch, batchKept, nil
+		return filterControl(batch, h, f)
+	}
+	if f.txns != nil {
+		f.txns.onData(h)
 	}
 	discard := f.aborts.aborted(h)
 	var kept []kmsg.Record
@@ -260,7 +390,7 @@ func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, ba
 		return batch, batchKept, nil
 	case len(kept) > 0:
 		return recordbatch.BuildRetained(h, kept, horizon), batchRewritten, nil
-	case h.ProducerID >= 0 && f.lastData[h.ProducerID] == h.LastOffset():
+	case f.producers.keeps(h):
 		if h.RecordCount == 0 {
 			return batch, batchKept, nil
 		}
@@ -268,6 +398,48 @@ func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, ba
 	default:
 		return nil, batchDropped, nil
 	}
+}
+
+// filterControl decides a control batch as Kafka's cleaner does (KIP-98,
+// KIP-534): a transaction marker stays while a batch of its transaction
+// was read before it in this cleaning; once none is, the first cleaning
+// that keeps it gives it a delete horizon (nowMs + delete.retention.ms,
+// as a tombstone), and the first cleaning at or after that horizon
+// removes it: consumers that read the transaction's batches within
+// delete.retention.ms still see its end. A marker that is its producer's
+// last batch of the producer's latest epoch stays whatever its horizon
+// (producerTails.keeps). Unlike Kafka, which empties such a marker
+// (RETAIN_EMPTY), it stays whole: its record is a few bytes, and every
+// reader, this broker's state rebuild included, then still sees which
+// marker it is.
+func filterControl(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, batchOutcome, error) {
+	if f.txns == nil {
+		return batch, batchKept, nil
+	}
+	removable := f.txns.onControl(batch, h)
+	if !removable {
+		if h.RecordCount > 0 && f.aborts.endsAbort(h) {
+			f.keptAborts[h.BaseOffset] = true
+		}
+		return batch, batchKept, nil
+	}
+	horizon := h.DeleteHorizon()
+	keep := f.producers.keeps(h)
+	switch {
+	case !keep && (h.RecordCount == 0 || (horizon >= 0 && horizon <= f.nowMs)):
+		f.removedMarkers = append(f.removedMarkers, removedMarker{producerID: h.ProducerID, offset: h.BaseOffset})
+		return nil, batchDropped, nil
+	case horizon >= 0 || h.RecordCount == 0:
+		return batch, batchKept, nil
+	}
+	var recs []kmsg.Record
+	if err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
+		recs = append(recs, r)
+		return nil
+	}); err != nil {
+		return nil, 0, fmt.Errorf("control batch at offset %d: %w", h.BaseOffset, err)
+	}
+	return recordbatch.BuildRetained(h, recs, f.nowMs+f.deleteRetentionMs), batchRewritten, nil
 }
 
 // retainRecord is Kafka's shouldRetainRecord for v2 batches: horizon is

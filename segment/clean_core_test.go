@@ -153,7 +153,11 @@ func TestFilterBatch(t *testing.T) {
 			if tc.latest != 0 {
 				mm.latest = tc.latest
 			}
-			f := &cleanFilter{offsets: &mm, nowMs: tc.now, deleteRetentionMs: 500, lastData: tc.lastData, aborts: newAbortedRanges(tc.aborted)}
+			tails := producerTails{}
+			for id, off := range tc.lastData {
+				tails[id] = producerTail{lastData: off, dataEpoch: tc.spec.ProducerEpoch, epoch: tc.spec.ProducerEpoch}
+			}
+			f := &cleanFilter{offsets: &mm, nowMs: tc.now, deleteRetentionMs: 500, producers: tails, aborts: newAbortedRanges(tc.aborted)}
 			out, outcome, err := filterBatch(b, h, f)
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,262 @@
+package replica
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/segment"
+)
+
+// keyedTestBatch is a batch of "key=value" records; pid < 0: no producer.
+func keyedTestBatch(pid int64, epoch int16, seq int32, txn bool, kvs ...string) []byte {
+	spec := recordbatch.BatchSpec{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, LeaderEpoch: -1}
+	if pid < 0 {
+		spec.ProducerEpoch, spec.BaseSequence = -1, -1
+	}
+	if txn {
+		spec.Attributes = recordbatch.TransactionalBit
+	}
+	recs := make([]recordbatch.Record, len(kvs))
+	for i, s := range kvs {
+		k, v, _ := strings.Cut(s, "=")
+		recs[i] = recordbatch.Record{Key: []byte(k), Value: []byte(v)}
+	}
+	return recordbatch.Build(spec, recs)
+}
+
+// txnSummary is what a restart must rebuild the same: the last stable
+// offset at the high watermark, the open transactions, and each
+// producer's epoch, last sequence and open transaction.
+func txnSummary(p *Partition) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lso %d open %v", p.producers.lastStableOffset(p.highWatermark), p.producers.open)
+	for _, pi := range p.producers.list() {
+		fmt.Fprintf(&b, " p%d:e%d/seq%d/txn%d", pi.ProducerID, pi.ProducerEpoch, pi.LastSequence, pi.TxnStartOffset)
+	}
+	return b.String()
+}
+
+// markerOffsets lists the offsets of the log's control batches.
+func markerOffsets(t *testing.T, l *segment.Log) []int64 {
+	t.Helper()
+	var out []int64
+	err := l.ScanWithControl(l.StartOffset(), func(h recordbatch.Header, _ []byte) bool {
+		if h.IsControl() {
+			out = append(out, h.BaseOffset)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// stateAt is the producer state of the log's batches below offset.
+func stateAt(t *testing.T, l *segment.Log, offset int64) *producerStates {
+	t.Helper()
+	s := newProducerStates()
+	err := l.ScanWithControl(l.StartOffset(), func(h recordbatch.Header, control []byte) bool {
+		if h.BaseOffset >= offset {
+			return false
+		}
+		if !h.IsControl() {
+			s.update(h, logAppendTime(h))
+			return true
+		}
+		c, err := recordbatch.ParseControl(control)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.completeTxn(h, c)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func copyTestDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A transactional compacted log whose cleaner removed transaction markers
+// reopens, cleanly and after crashes, with the producer and transaction
+// state it had before the cleaning: the same last stable offset, the open
+// transaction still open, none of the closed ones open again, each
+// producer's epoch and last sequence. The dangerous case is built in: a
+// producer snapshot taken while a transaction was open, between its batches
+// and its marker (a roll), which the cleaning must not leave behind once
+// the marker is gone, and a restart whose high watermark checkpoint lags
+// (as after a crash) so that it would load that snapshot.
+func TestCleanedTxnMarkersReopen(t *testing.T) {
+	dir := t.TempDir()
+	p := openTestPartition(t, dir, true, 0, nil)
+	t.Cleanup(func() { p.log().Close() })
+	p.mu.Lock()
+	fillerN := 0
+	filler := func(n int) { // enough plain overwrites of three keys to roll
+		for range n {
+			appendTestBatch(t, p, keyedTestBatch(-1, 0, 0, false, fmt.Sprintf("f%d=%d", fillerN%3, fillerN)))
+			fillerN++
+		}
+	}
+	at := func() int64 { return p.log().EndOffset() }
+	filler(3)
+	txnA := at() // producer 1's transaction A: key a, superseded below
+	appendTestBatch(t, p, keyedTestBatch(1, 0, 0, true, "a=A"))
+	filler(8)
+	// A snapshot while A is open, as a roll here writes (the log's own
+	// at this roll may be gone by now: older snapshots are deleted as the
+	// recovery point moves, which the flush at each roll does
+	// asynchronously).
+	openAt := at()
+	markerA := at()
+	appendTestBatch(t, p, recordbatch.BuildTxnMarker(1, 0, true, 0, 0))
+	txnB := at() // producer 2's aborted transaction
+	appendTestBatch(t, p, keyedTestBatch(2, 0, 0, true, "b=aborted"))
+	filler(8)
+	markerB := at()
+	appendTestBatch(t, p, recordbatch.BuildTxnMarker(2, 0, false, 0, 0))
+	appendTestBatch(t, p, keyedTestBatch(-1, 0, 0, false, "a=plain"))
+	appendTestBatch(t, p, keyedTestBatch(3, 0, 0, false, "i=idempotent")) // producer 3: idempotent, superseded
+	appendTestBatch(t, p, keyedTestBatch(-1, 0, 0, false, "i=plain"))
+	appendTestBatch(t, p, keyedTestBatch(1, 0, 1, true, "c=C")) // producer 1's last transaction: live
+	markerC := at()
+	appendTestBatch(t, p, recordbatch.BuildTxnMarker(1, 0, true, 0, 0))
+	appendTestBatch(t, p, keyedTestBatch(2, 0, 1, true, "d=aborted"))    // producer 2's last batch,
+	markerD := at()                                                      // aborted by the coordinator with
+	appendTestBatch(t, p, recordbatch.BuildTxnMarker(2, 1, false, 0, 0)) // a bumped epoch
+	filler(8)
+	openTxn := at() // producer 4's transaction stays open: the LSO
+	appendTestBatch(t, p, keyedTestBatch(4, 0, 0, true, "o=open"))
+	filler(8)
+	hw := at()
+	p.highWatermark = hw
+	before := txnSummary(p)
+	lso := p.producers.lastStableOffset(hw)
+	p.mu.Unlock()
+	if lso != openTxn {
+		t.Fatalf("LSO %d, want the open transaction's %d", lso, openTxn)
+	}
+	st := stateAt(t, p.log(), openAt)
+	if st.byID[1] == nil || st.byID[1].txnFirstOffset != txnA {
+		t.Fatalf("state at %d: %+v", openAt, st.byID[1])
+	}
+	if err := p.log().WriteProducerSnapshot(openAt, st.snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	// The snapshots taken while A or B was open, between its batch and
+	// its marker: loading one replays from it, so its marker must stay
+	// or it must go.
+	var openSnapshots []int64
+	for _, o := range p.log().ProducerSnapshotOffsets() {
+		if (o > txnA && o <= markerA) || (o > txnB && o <= markerB) {
+			openSnapshots = append(openSnapshots, o)
+		}
+	}
+	if len(openSnapshots) == 0 {
+		t.Fatalf("no snapshot between a transaction's batch and its marker: %v", p.log().ProducerSnapshotOffsets())
+	}
+
+	// Three cleanings (delete.retention.ms 1h): the first drops A's and
+	// B's batches, the second gives their markers a delete horizon, the
+	// third, two hours on, removes them.
+	now := time.Now()
+	for i, at := range []time.Time{now, now.Add(time.Minute), now.Add(2 * time.Hour)} {
+		if i == 2 {
+			if got := markerOffsets(t, p.log()); !slices.Contains(got, markerA) || !slices.Contains(got, markerB) {
+				t.Fatalf("markers %v before the delete horizon, want %d and %d kept", got, markerA, markerB)
+			}
+		}
+		if _, err := p.log().Clean(segment.CleanOptions{FirstUncleanable: lso, DedupeBufferBytes: 1 << 20,
+			DeleteRetention: time.Hour, Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	markers := markerOffsets(t, p.log())
+	if want := []int64{markerC, markerD}; !slices.Equal(markers, want) {
+		t.Fatalf("markers after cleaning %v, want %v (A's and B's removed, the producers' last kept)", markers, want)
+	}
+	for _, o := range p.log().ProducerSnapshotOffsets() {
+		if slices.Contains(openSnapshots, o) {
+			t.Fatalf("snapshot %d holds a transaction whose marker was removed", o)
+		}
+	}
+	p.mu.Lock()
+	compareWithRescan(t, "after cleaning", p)
+	if got := txnSummary(p); got != before {
+		t.Fatalf("state changed:\n got %s\nwant %s", got, before)
+	}
+	p.mu.Unlock()
+	if err := p.log().Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		clean bool
+		hw    int64
+		prep  func(dir string)
+	}{
+		{name: "clean restart", clean: true, hw: hw},
+		{name: "crash", hw: hw},
+		{name: "crash without a recovery point", hw: hw, prep: func(dir string) {
+			os.Remove(filepath.Join(dir, segment.RecoveryPointCheckpointFile))
+		}},
+		// The high watermark checkpoint lags: the newest snapshot at or
+		// below it would be one taken while A was open.
+		{name: "crash with a lagging high watermark", hw: openSnapshots[0]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := filepath.Join(t.TempDir(), "p")
+			copyTestDir(t, dir, d)
+			if tc.prep != nil {
+				tc.prep(d)
+			}
+			r := openTestPartition(t, d, tc.clean, tc.hw, io.Discard)
+			defer r.log().Close()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			compareWithRescan(t, tc.name, r)
+			for id, first := range r.producers.open {
+				if id != 4 || first != openTxn {
+					t.Fatalf("producer %d has a transaction open at %d (loaded from %d)", id, first, r.loadedFrom)
+				}
+			}
+			if tc.hw == hw {
+				if got := txnSummary(r); got != before {
+					t.Fatalf("loaded from %d:\n got %s\nwant %s", r.loadedFrom, got, before)
+				}
+			}
+			if got, err := r.log().CollectAbortedTxns(0, math.MaxInt64); err != nil || len(got) != 1 || got[0].LastOffset != markerD {
+				t.Fatalf("aborted transactions %+v (%v), want only the one ended at %d", got, err, markerD)
+			}
+		})
+	}
+}

@@ -202,7 +202,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 	// order from the log's first segment, so the transaction markers are
 	// decided knowing every batch before them.
 	f := &cleanFilter{offsets: m, aborts: aborts, producers: tails, txns: newTxnMarkers(), keptAborts: map[int64]bool{},
-		nowMs: now.UnixMilli(), deleteRetentionMs: opts.DeleteRetention.Milliseconds()}
+		uncleanable: uncleanable, nowMs: now.UnixMilli(), deleteRetentionMs: opts.DeleteRetention.Milliseconds()}
 	for _, g := range groupSegmentsBySize(infos, cfg.SegmentBytes, int64(cfg.MaxIndexBytes), uncleanable) {
 		group := toClean[g[0]:g[1]]
 		groupEnd := end

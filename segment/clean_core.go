@@ -326,6 +326,11 @@ type cleanFilter struct {
 	// .txnindex entries go to the cleaned segment, the others' do not
 	// (Kafka's cleanedIndex), there being nothing left for them to hide.
 	keptAborts map[int64]bool
+	// uncleanable is the cleaning's first uncleanable offset (the last
+	// stable offset at most): a marker at or above it stays as it is,
+	// so no marker leaves before it is below the high watermark. (Kafka
+	// decides markers of the whole last segment; this is stricter.)
+	uncleanable int64
 	// removedMarkers collects the markers this cleaning removed.
 	removedMarkers []removedMarker
 }
@@ -417,7 +422,7 @@ func filterControl(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, 
 		return batch, batchKept, nil
 	}
 	removable := f.txns.onControl(batch, h)
-	if !removable {
+	if !removable || h.BaseOffset >= f.uncleanable {
 		if h.RecordCount > 0 && f.aborts.endsAbort(h) {
 			f.keptAborts[h.BaseOffset] = true
 		}

@@ -3,6 +3,7 @@ package segment
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -84,7 +85,7 @@ func cleanRound(t *testing.T, l *txnLog, nowMs int64) (*txnLog, *cleanFilter) {
 		}
 	}
 	f := &cleanFilter{offsets: m, aborts: aborts, producers: tails, txns: newTxnMarkers(), keptAborts: map[int64]bool{},
-		nowMs: nowMs, deleteRetentionMs: 500}
+		uncleanable: math.MaxInt64, nowMs: nowMs, deleteRetentionMs: 500}
 	out := &txnLog{open: l.open}
 	for _, b := range l.batches {
 		kept, _, err := filterBatch(b, header(t, b), f)
@@ -264,7 +265,7 @@ func TestFilterControl(t *testing.T) {
 	m := newOffsetMap(1 << 10)
 	newFilter := func() *cleanFilter {
 		return &cleanFilter{offsets: m, aborts: abortedRanges{}, producers: producerTails{}, txns: newTxnMarkers(),
-			keptAborts: map[int64]bool{}, nowMs: 1000, deleteRetentionMs: 500}
+			keptAborts: map[int64]bool{}, uncleanable: math.MaxInt64, nowMs: 1000, deleteRetentionMs: 500}
 	}
 	otherType := func(typ int16) []byte {
 		key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
@@ -283,6 +284,11 @@ func TestFilterControl(t *testing.T) {
 		{"another control type (KRaft's LEADER_CHANGE) stays", otherType(2), newFilter, batchKept},
 		{"a marker emptied by an earlier cleaning goes", emptied, newFilter, batchDropped},
 		{"a marker with no batch before it gets its horizon", commit, newFilter, batchRewritten},
+		{"a marker at or past the first uncleanable offset stays as it is", commit, func() *cleanFilter {
+			f := newFilter()
+			f.uncleanable = 0
+			return f
+		}, batchKept},
 		{"without transaction tracking every marker stays", commit, func() *cleanFilter {
 			f := newFilter()
 			f.txns = nil

@@ -132,6 +132,14 @@ type Config struct {
 	TransactionalIDExpiration      time.Duration // transactional.id.expiration.ms (default 7 days)
 	ProducerIDExpiration           time.Duration // producer.id.expiration.ms (default 1 day)
 
+	// Share (KIP-932) groups.
+	GroupShareSessionTimeout     time.Duration // group.share.session.timeout.ms (default 45s)
+	GroupShareHeartbeatInterval  time.Duration // group.share.heartbeat.interval.ms (default 5s)
+	GroupShareMaxSize            int32         // group.share.max.size (default 200)
+	GroupShareRecordLockDuration time.Duration // group.share.record.lock.duration.ms (default 30s)
+	GroupShareDeliveryCountLimit int32         // group.share.delivery.count.limit (default 5)
+	GroupSharePartitionMaxLocks  int32         // group.share.partition.max.record.locks (default 2000)
+
 	TransactionStateLogNumPartitions     int32         // transaction.state.log.num.partitions (default 50)
 	TransactionStateLogReplicationFactor int16         // transaction.state.log.replication.factor (default 3, capped by live brokers)
 	TransactionStateLogMinISR            int32         // transaction.state.log.min.isr (default 2, capped by the replication factor)

@@ -76,6 +76,11 @@ func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest)
 			lg.GroupState = g.cg.stateName()
 			lg.GroupType = "consumer"
 		}
+		if g.sg != nil {
+			lg.ProtocolType = "share"
+			lg.GroupState = g.sg.stateName()
+			lg.GroupType = "share"
+		}
 		g.mu.Unlock()
 		if !wantType(lg.GroupType) {
 			continue
@@ -124,7 +129,7 @@ func (c *Coordinator) describeGroup(id string) kmsg.DescribeGroupsResponseGroup 
 		return dg
 	}
 	dg.State = g.state.String()
-	if g.state == stateDead || g.cg != nil {
+	if g.state == stateDead || g.cg != nil || g.sg != nil {
 		// A consumer (KIP-848) group is not a classic group: Kafka
 		// describes it as Dead before DescribeGroups v6.
 		dg.State = stateDead.String()
@@ -180,7 +185,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	case g.state == stateDead:
 		g.mu.Unlock()
 		return errGroupIDNotFound
-	case g.state != stateEmpty || (g.cg != nil && len(g.cg.members) > 0):
+	case g.state != stateEmpty || (g.cg != nil && len(g.cg.members) > 0) || (g.sg != nil && len(g.sg.members) > 0):
 		g.mu.Unlock()
 		return errNonEmptyGroup
 	}
@@ -227,6 +232,8 @@ func (g *group) killLocked() {
 	g.storedMeta = nil
 	g.stopAllCGTimersLocked()
 	g.cg = nil
+	g.stopAllShareTimersLocked()
+	g.sg = nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
 		delete(g.pending, id)

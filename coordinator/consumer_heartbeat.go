@@ -201,7 +201,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 // isEmptyClassicLocked: a classic group a consumer group may replace
 // (Kafka's isEmptyClassicGroup): no members, none joining.
 func (g *group) isEmptyClassicLocked() bool {
-	return g.cg == nil && g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0
+	return g.cg == nil && g.sg == nil && g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0
 }
 
 // dropIfShellLocked removes g if it holds nothing at all (a request created

@@ -79,6 +79,11 @@ func (c *Coordinator) convertEmptyConsumerGroup(ctx context.Context, g *group) i
 		g.mu.Unlock()
 		return code
 	}
+	if g.sg != nil {
+		// A share group's id is not the classic protocol's.
+		g.mu.Unlock()
+		return errInconsistentGroupProtocol
+	}
 	if g.cg == nil {
 		g.mu.Unlock()
 		return 0

@@ -53,6 +53,10 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms (default 5s)
 	ConsumerAssignors         []string      // group.consumer.assignors (default uniform, range)
 	ConsumerMaxSize           int32         // group.consumer.max.size (default unbounded)
+	// Share (KIP-932) groups (share_group.go).
+	ShareSessionTimeout    time.Duration // group.share.session.timeout.ms (default 45s)
+	ShareHeartbeatInterval time.Duration // group.share.heartbeat.interval.ms (default 5s)
+	ShareMaxSize           int32         // group.share.max.size (default 200)
 	// Topics returns the cluster's topics as of now, for consumer groups'
 	// subscriptions and assignments (nil: no topics).
 	Topics func() *TopicImage
@@ -148,6 +152,15 @@ func New(cfg Config, log OffsetsLog, logger *slog.Logger) *Coordinator {
 	}
 	if cfg.SnapshotBytes == 0 {
 		cfg.SnapshotBytes = 64 << 20
+	}
+	if cfg.ShareSessionTimeout <= 0 {
+		cfg.ShareSessionTimeout = 45 * time.Second
+	}
+	if cfg.ShareHeartbeatInterval <= 0 {
+		cfg.ShareHeartbeatInterval = 5 * time.Second
+	}
+	if cfg.ShareMaxSize <= 0 {
+		cfg.ShareMaxSize = 200
 	}
 	if cfg.ConsumerSessionTimeout <= 0 {
 		cfg.ConsumerSessionTimeout = 45 * time.Second

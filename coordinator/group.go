@@ -122,6 +122,9 @@ type group struct {
 	// and rebalance timers.
 	cg       *cgState
 	cgTimers map[string]*cgMemberTimers
+	// sg is the membership of a share (KIP-932) group, nil otherwise
+	// (share_group.go).
+	sg *sgState
 }
 
 func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group {
@@ -509,6 +512,7 @@ func (g *group) unloadLocked(code int16) {
 	g.stopJoinTimer()
 	g.stopSyncTimer()
 	g.stopAllCGTimersLocked()
+	g.stopAllShareTimersLocked()
 	for _, m := range g.members {
 		m.stopHeartbeat()
 		if m.joinWait != nil {

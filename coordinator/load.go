@@ -347,7 +347,7 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 	// A group with offsets of an open transaction stays (Kafka's
 	// GroupMetadata.hasOffsets counts them).
 	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0 && len(g.pendingTxn) == 0 &&
-		(g.cg == nil || len(g.cg.members) == 0)
+		(g.cg == nil || len(g.cg.members) == 0) && g.sg == nil
 	if len(expired) == 0 && !die {
 		g.mu.Unlock()
 		return

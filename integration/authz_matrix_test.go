@@ -662,6 +662,62 @@ func azScenarios() []azScenario {
 		}, ops: func(resp kmsg.Response) int32 {
 			return resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].AuthorizedOperations
 		}},
+		{name: "ShareGroupHeartbeat", key: kmsg.ShareGroupHeartbeat.Int16(), checks: []int{0, 1}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrShareGroupHeartbeatRequest()
+			req.Version, req.GroupID, req.MemberID, req.MemberEpoch = 1, n.group, "az-member", 0
+			req.SubscribedTopicNames = []string{n.topic}
+			return req
+		}},
+		{name: "ShareGroupDescribe", key: kmsg.ShareGroupDescribe.Int16(), checks: []int{0, 1}, setup: func(t *testing.T, e *azEnv, n *azNames) {
+			// The group becomes a share group: its offsets go first.
+			del := kmsg.NewPtrDeleteGroupsRequest()
+			del.Groups = []string{n.group}
+			if dresp, err := del.RequestWith(e.ctx(t), e.admin); err != nil || dresp.Groups[0].ErrorCode != 0 {
+				t.Fatalf("deleting the classic group: %v %v", err, dresp)
+			}
+			req := kmsg.NewPtrShareGroupHeartbeatRequest()
+			req.Version, req.GroupID, req.MemberID, req.MemberEpoch = 1, n.group, "az-setup", 0
+			req.SubscribedTopicNames = []string{n.topic}
+			resp, err := req.RequestWith(e.ctx(t), e.admin)
+			if err != nil || resp.ErrorCode != 0 {
+				t.Fatalf("share group setup: %v %v", err, resp)
+			}
+		}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrShareGroupDescribeRequest()
+			req.Version, req.GroupIDs, req.IncludeAuthorizedOperations = 1, []string{n.group}, true
+			return req
+		}, ops: func(resp kmsg.Response) int32 {
+			return resp.(*kmsg.ShareGroupDescribeResponse).Groups[0].AuthorizedOperations
+		}},
+		{name: "ShareFetch", key: kmsg.ShareFetch.Int16(), checks: []int{0, 1}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrShareFetchRequest()
+			req.Version, req.GroupID, req.MemberID = 2, kmsg.StringPtr(n.group), kmsg.StringPtr("az-member")
+			req.MaxBytes, req.MaxRecords = 1<<20, 10
+			rt := kmsg.NewShareFetchRequestTopic()
+			rt.TopicID = n.topicID
+			rt.Partitions = []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
+		{name: "ShareAcknowledge", key: kmsg.ShareAcknowledge.Int16(), checks: []int{0, 1}, setup: func(t *testing.T, e *azEnv, n *azNames) {
+			// The member's share session: opened by an empty fetch.
+			req := kmsg.NewPtrShareFetchRequest()
+			req.Version, req.GroupID, req.MemberID = 2, kmsg.StringPtr(n.group), kmsg.StringPtr("az-acker")
+			resp, err := req.RequestWith(e.ctx(t), e.admin)
+			if err != nil || resp.ErrorCode != 0 {
+				t.Fatalf("share session setup: %v %v", err, resp)
+			}
+		}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrShareAcknowledgeRequest()
+			req.Version, req.GroupID, req.MemberID, req.ShareSessionEpoch = 2, kmsg.StringPtr(n.group), kmsg.StringPtr("az-acker"), 1
+			rt := kmsg.NewShareAcknowledgeRequestTopic()
+			rt.TopicID = n.topicID
+			rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+			rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{1}}}
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
 		{name: "DescribeGroups", key: kmsg.DescribeGroups.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.Version, req.Groups, req.IncludeAuthorizedOperations = 5, []string{n.group}, true

@@ -36,6 +36,7 @@ type Broker struct {
 	replThrottle replicationThrottle
 	controller   controlPlane
 	groups       *coordinator.Coordinator
+	shares       lazyShares // KIP-932 share partitions led here (78_share_fetch.go)
 	txns         *txn.Coordinator
 	txnMarkers   *txnMarkerSender
 	fetches      *fetchSessions
@@ -233,6 +234,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		ConsumerHeartbeatInterval: b.cfg.GroupConsumerHeartbeatInterval,
 		ConsumerAssignors:         b.cfg.GroupConsumerAssignors,
 		ConsumerMaxSize:           b.cfg.GroupConsumerMaxSize,
+		ShareSessionTimeout:       b.cfg.GroupShareSessionTimeout,
+		ShareHeartbeatInterval:    b.cfg.GroupShareHeartbeatInterval,
+		ShareMaxSize:              b.cfg.GroupShareMaxSize,
 		Topics:                    b.consumerGroupTopics(),
 	}, &internalLog{b: b, topic: offsetsTopic}, b.logger.With("component", "groups"))
 	b.txns = b.newTxnCoordinator()

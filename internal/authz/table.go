@@ -224,6 +224,25 @@ func Rules() []Rule {
 			refused(groupFailed, "", g(describe, group)),
 			{AnyOf: []Grant{g(describe, group)}, Effect: NoOperations, When: "group authorized operations"},
 		}},
+		// KIP-932 share groups (KafkaApis 4.1): the heartbeat as
+		// ConsumerGroupHeartbeat; ShareFetch and ShareAcknowledge Read on
+		// the group, then Read on each topic (per partition).
+		{kmsg.ShareGroupHeartbeat.Int16(), []Check{
+			refused(groupFailed, "", g(read, group)),
+			refused(topicFailed, "subscribed topic names", g(describe, topic)),
+		}},
+		{kmsg.ShareGroupDescribe.Int16(), []Check{
+			refused(groupFailed, "", g(describe, group)),
+			{AnyOf: []Grant{g(describe, group)}, Effect: NoOperations, When: "group authorized operations"},
+		}},
+		{kmsg.ShareFetch.Int16(), []Check{
+			refused(groupFailed, "", g(read, group)),
+			refused(topicFailed, "", g(read, topic)),
+		}},
+		{kmsg.ShareAcknowledge.Int16(), []Check{
+			refused(groupFailed, "", g(read, group)),
+			refused(topicFailed, "", g(read, topic)),
+		}},
 	}
 }
 

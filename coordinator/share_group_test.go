@@ -1,0 +1,173 @@
+package coordinator
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func sgHB(t *testing.T, c *Coordinator, group, member string, epoch int32, topics ...string) *kmsg.ShareGroupHeartbeatResponse {
+	t.Helper()
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.MemberEpoch = group, member, epoch
+	if topics != nil {
+		req.SubscribedTopicNames = topics
+	}
+	return c.ShareGroupHeartbeat(WithClientInfo(ctxT(t), ClientInfo{ClientID: "test", ClientHost: "/127.0.0.1"}), req)
+}
+
+func sgAssigned(resp *kmsg.ShareGroupHeartbeatResponse) tpSet {
+	if resp.Assignment == nil {
+		return nil
+	}
+	s := tpSet{}
+	for _, tp := range resp.Assignment.TopicPartitions {
+		for _, p := range tp.Partitions {
+			s.add(tp.TopicID, p)
+		}
+	}
+	return s
+}
+
+// TestShareGroupHeartbeat: every member gets every partition of its
+// topics; epochs move on membership changes; Kafka's errors leave the
+// group unchanged.
+func TestShareGroupHeartbeat(t *testing.T) {
+	cfg := cgTestConfig()
+	cfg.ShareHeartbeatInterval = 250 * time.Millisecond
+	cfg.ShareMaxSize = 2
+	c := startCoordinator(t, cfg, newMemLog())
+
+	r := sgHB(t, c, "sg", "m1", 0, "a")
+	if r.ErrorCode != 0 || r.MemberEpoch != 1 || r.HeartbeatIntervalMillis != 250 {
+		t.Fatalf("join: %+v", r)
+	}
+	all := tpSet{topicA: {0, 1, 2, 3}}
+	if got := sgAssigned(r); !got.equal(all) {
+		t.Fatalf("m1 assigned %v, want %v", got, all)
+	}
+	r2 := sgHB(t, c, "sg", "m2", 0, "a", "b")
+	if r2.ErrorCode != 0 || r2.MemberEpoch != 2 {
+		t.Fatalf("second join: %+v", r2)
+	}
+	if got, want := sgAssigned(r2), (tpSet{topicA: {0, 1, 2, 3}, topicB: {0, 1}}); !got.equal(want) {
+		t.Fatalf("m2 assigned %v, want %v", got, want)
+	}
+	// m1 catches up to the group epoch; its assignment did not change, so
+	// none is sent.
+	r = sgHB(t, c, "sg", "m1", 1)
+	if r.ErrorCode != 0 || r.MemberEpoch != 2 || r.Assignment != nil {
+		t.Fatalf("m1 heartbeat: %+v", r)
+	}
+
+	describe := func() kmsg.ShareGroupDescribeResponseGroup {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{"sg"}
+		return c.ShareGroupDescribe(ctxT(t), req).Groups[0]
+	}
+	before := describe()
+	if before.GroupState != "Stable" || before.GroupEpoch != 2 || len(before.Members) != 2 || before.Assignor != "simple" {
+		t.Fatalf("describe: %+v", before)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		member string
+		epoch  int32
+		topics []string
+		want   int16
+	}{
+		{"stale epoch", "m1", 1, nil, kerr.FencedMemberEpoch.Code},
+		{"future epoch", "m1", 9, nil, kerr.FencedMemberEpoch.Code},
+		{"unknown member", "nobody", 2, nil, kerr.UnknownMemberID.Code},
+		{"unknown member leaves", "nobody", -1, nil, kerr.UnknownMemberID.Code},
+		{"empty member id", "", 0, []string{"a"}, kerr.InvalidRequest.Code},
+		{"join without topics", "m3", 0, nil, kerr.InvalidRequest.Code},
+		{"bad epoch", "m1", -2, nil, kerr.InvalidRequest.Code},
+		{"group full", "m3", 0, []string{"a"}, kerr.GroupMaxSizeReached.Code},
+	} {
+		if got := sgHB(t, c, "sg", tc.member, tc.epoch, tc.topics...).ErrorCode; got != tc.want {
+			t.Errorf("%s: error %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	after := describe()
+	if after.GroupEpoch != before.GroupEpoch || len(after.Members) != len(before.Members) {
+		t.Fatalf("refused heartbeats changed the group: %+v -> %+v", before, after)
+	}
+
+	// A consumer-protocol or classic member cannot use a share group's id.
+	if r := cgHB(t, c, "sg", "x", 0, tpSet{}); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("consumer heartbeat on a share group: %d", r.ErrorCode)
+	}
+	if r := c.JoinGroup(WithClientInfo(ctxT(t), ClientInfo{ClientID: "c"}), joinReq("sg", "", 10*time.Second, "a")); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("classic join on a share group: %d", r.ErrorCode)
+	}
+	// And a share member cannot use a consumer group's id.
+	if r := cgHB(t, c, "cg", "x", 0, tpSet{}); r.ErrorCode != 0 {
+		t.Fatalf("consumer join: %d", r.ErrorCode)
+	}
+	if r := sgHB(t, c, "cg", "x", 0, "a"); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share heartbeat on a consumer group: %d", r.ErrorCode)
+	}
+
+	// Leaving bumps the epoch; a non-empty group cannot be deleted, an
+	// empty one can.
+	del := func() int16 {
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Groups = []string{"sg"}
+		return c.DeleteGroups(ctxT(t), req).Groups[0].ErrorCode
+	}
+	if code := del(); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete of a live share group: %d", code)
+	}
+	if r := sgHB(t, c, "sg", "m2", -1); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("leave: %+v", r)
+	}
+	lreq := kmsg.NewPtrListGroupsRequest()
+	lreq.TypesFilter = []string{"share"}
+	if gs := c.ListGroups(ctxT(t), lreq).Groups; len(gs) != 1 || gs[0].Group != "sg" || gs[0].GroupState != "Stable" {
+		t.Fatalf("list share groups: %+v", gs)
+	}
+	if r := sgHB(t, c, "sg", "m1", 2); r.ErrorCode != 0 || r.MemberEpoch != 3 {
+		t.Fatalf("m1 after m2 left: %+v", r)
+	}
+	sgHB(t, c, "sg", "m1", -1)
+	if d := describe(); d.GroupState != "Empty" {
+		t.Fatalf("after everyone left: %+v", d)
+	}
+	if code := del(); code != 0 {
+		t.Fatalf("delete of an empty share group: %d", code)
+	}
+	if d := describe(); d.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("describe after delete: %+v", d)
+	}
+}
+
+// TestShareGroupSessionTimeout: a member that stops heartbeating is removed
+// and the group epoch moves.
+func TestShareGroupSessionTimeout(t *testing.T) {
+	cfg := cgTestConfig()
+	cfg.ShareSessionTimeout = 200 * time.Millisecond
+	c := startCoordinator(t, cfg, newMemLog())
+	if r := sgHB(t, c, "sg", "m1", 0, "a"); r.ErrorCode != 0 {
+		t.Fatalf("join: %+v", r)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{"sg"}
+		if d := c.ShareGroupDescribe(ctxT(t), req).Groups[0]; len(d.Members) != 0 || d.GroupEpoch != 2 {
+			return fmt.Errorf("members %d, epoch %d", len(d.Members), d.GroupEpoch)
+		}
+		return nil
+	})
+	if r := sgHB(t, c, "sg", "m1", 1); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("heartbeat of the removed member: %+v", r)
+	}
+	if r := sgHB(t, c, "sg", "m1", 0, "a"); r.ErrorCode != 0 || r.MemberEpoch != 3 {
+		t.Fatalf("rejoin after the timeout: %+v", r)
+	}
+}

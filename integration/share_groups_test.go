@@ -1,0 +1,409 @@
+package integration
+
+// KIP-932 share groups with franz-go's share consumer (kgo.ShareGroup) and
+// raw ShareFetch / ShareAcknowledge requests, issue 17:
+//
+//   - TestShareGroupDistinctRecords: three share consumers on one
+//     partition; every record is delivered and accepted once, no record
+//     goes to two consumers, and all three get records.
+//   - TestShareGroupLockTimeout: a member acquires records and vanishes
+//     (no acknowledgement, no session close: what kill -9 leaves); a franz-go
+//     consumer gets them only once group.share.record.lock.duration.ms has
+//     passed, with delivery count 2.
+//   - TestShareGroupDeliveryLimit: records released and rejected up to
+//     group.share.delivery.count.limit are archived, never delivered again.
+//   - TestShareGroupBadInput: acknowledgements of records not acquired (or
+//     acquired by another member), bad session epochs, stale member epochs
+//     and unknown members: Kafka's errors, state unchanged.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// shareRaw is a raw share group member on one partition's leader.
+type shareRaw struct {
+	t       *testing.T
+	cl      *kgo.Client
+	leader  int32
+	group   string
+	member  string
+	topicID [16]byte
+	epoch   int32
+}
+
+func newShareRaw(t *testing.T, cl *kgo.Client, group, member, topic string) *shareRaw {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testContext(t, 10*time.Second), cl)
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) == 0 {
+		t.Fatalf("metadata of %s: %v %+v", topic, err, resp)
+	}
+	return &shareRaw{t: t, cl: cl, leader: resp.Topics[0].Partitions[0].Leader, group: group, member: member, topicID: resp.Topics[0].TopicID}
+}
+
+// fetch sends a ShareFetch for partition 0 at the member's epoch with acks
+// (first, last, type) triples and returns the response's partition entry
+// (zero if none) and top-level error.
+func (s *shareRaw) fetch(maxWait time.Duration, acks ...int64) (kmsg.ShareFetchResponseTopicPartition, int16) {
+	s.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID = kmsg.StringPtr(s.group), kmsg.StringPtr(s.member)
+	req.ShareSessionEpoch = s.epoch
+	req.MaxWaitMillis, req.MaxBytes, req.MaxRecords = int32(maxWait.Milliseconds()), 1<<20, 500
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = s.topicID
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	for i := 0; i+2 < len(acks); i += 3 {
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{
+			FirstOffset: acks[i], LastOffset: acks[i+1], AcknowledgeTypes: []int8{int8(acks[i+2])},
+		})
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testContext(s.t, maxWait+10*time.Second), s.cl.Broker(int(s.leader)))
+	if err != nil {
+		s.t.Fatalf("ShareFetch: %v", err)
+	}
+	if resp.ErrorCode == 0 {
+		s.epoch++
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			return p, resp.ErrorCode
+		}
+	}
+	return kmsg.ShareFetchResponseTopicPartition{}, resp.ErrorCode
+}
+
+// ack sends a ShareAcknowledge at epoch with one batch of one type and
+// returns (top-level error, partition error).
+func (s *shareRaw) ack(epoch int32, first, last int64, typ int8) (int16, int16) {
+	s.t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID = kmsg.StringPtr(s.group), kmsg.StringPtr(s.member)
+	req.ShareSessionEpoch = epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = s.topicID
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testContext(s.t, 10*time.Second), s.cl.Broker(int(s.leader)))
+	if err != nil {
+		s.t.Fatalf("ShareAcknowledge: %v", err)
+	}
+	if resp.ErrorCode == 0 && epoch > 0 {
+		s.epoch++
+	}
+	if resp.ErrorCode != 0 || len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+		return resp.ErrorCode, 0
+	}
+	return resp.ErrorCode, resp.Topics[0].Partitions[0].ErrorCode
+}
+
+func acquiredOffsets(p kmsg.ShareFetchResponseTopicPartition) (offs []int64, deliveries map[int64]int16) {
+	deliveries = map[int64]int16{}
+	for _, r := range p.AcquiredRecords {
+		for o := r.FirstOffset; o <= r.LastOffset; o++ {
+			offs = append(offs, o)
+			deliveries[o] = r.DeliveryCount
+		}
+	}
+	return offs, deliveries
+}
+
+func produceShare(t *testing.T, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	for i := from; i < from+n; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("v%d", i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+}
+
+// initShareGroup makes the group's share partition start at the current
+// end (share.auto.offset.reset=latest) before the test produces: a raw
+// member opens and closes a session.
+func initShareGroup(t *testing.T, cl *kgo.Client, group, topic string) {
+	t.Helper()
+	s := newShareRaw(t, cl, group, "init", topic)
+	if _, code := s.fetch(0); code != 0 {
+		t.Fatalf("initial share fetch: %v", kerr.ErrorForCode(code))
+	}
+	s.epoch = -1
+	if _, code := s.fetch(0); code != 0 {
+		t.Fatalf("closing the initial share session: %v", kerr.ErrorForCode(code))
+	}
+}
+
+func TestShareGroupDistinctRecords(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1", "group.share.heartbeat.interval.ms=500")
+	admin := b.Client(t)
+	topic, group := "share-distinct", "sg-distinct"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	initShareGroup(t, admin, group, topic)
+
+	const total = 600
+	var mu sync.Mutex
+	got := map[int64][]int{} // offset -> consumers that got it
+	perConsumer := make([]int, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for i := 0; i < 3; i++ {
+		cl := b.Client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(5), kgo.ShareMaxRecordsStrict())
+		wg.Add(1)
+		go func(i int, cl *kgo.Client) {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				fs := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					got[r.Offset] = append(got[r.Offset], i)
+					perConsumer[i]++
+					mu.Unlock()
+					time.Sleep(2 * time.Millisecond) // work: lets the others take their share
+				})
+				cl.MarkAcks(kgo.AckAccept)
+			}
+		}(i, cl)
+	}
+	produceShare(t, admin, topic, 0, total)
+	checkFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < total {
+			return fmt.Errorf("%d of %d offsets delivered", len(got), total)
+		}
+		return nil
+	})
+	close(done)
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for off, who := range got {
+		if len(who) != 1 {
+			t.Errorf("offset %d delivered to consumers %v", off, who)
+		}
+		if off < 0 || off >= total {
+			t.Errorf("offset %d was never produced", off)
+		}
+	}
+	for i, n := range perConsumer {
+		if n == 0 {
+			t.Errorf("consumer %d got no records (%v)", i, perConsumer)
+		}
+	}
+	t.Logf("%d records, each delivered once; per consumer %v", total, perConsumer)
+}
+
+func TestShareGroupLockTimeout(t *testing.T) {
+	const lock = 3 * time.Second
+	b := StartBroker(t, "num.partitions=1", "group.share.record.lock.duration.ms=3000")
+	admin := b.Client(t)
+	topic, group := "share-lock", "sg-lock"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	initShareGroup(t, admin, group, topic)
+	produceShare(t, admin, topic, 0, 20)
+
+	// The vanishing member: acquires everything, then neither acknowledges
+	// nor closes its session.
+	gone := newShareRaw(t, admin, group, "gone", topic)
+	p, code := gone.fetch(5 * time.Second)
+	offs, _ := acquiredOffsets(p)
+	if code != 0 || len(offs) != 20 {
+		t.Fatalf("vanishing member acquired %d records (error %d)", len(offs), code)
+	}
+	acquiredAt := time.Now()
+
+	cl := b.Client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	seen := map[int64]bool{}
+	var firstAt time.Time
+	ctx := testContext(t, 30*time.Second)
+	for len(seen) < 20 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			if firstAt.IsZero() {
+				firstAt = time.Now()
+			}
+			seen[r.Offset] = true
+		})
+		cl.MarkAcks(kgo.AckAccept)
+	}
+	if len(seen) != 20 {
+		t.Fatalf("redelivered %d of 20 records", len(seen))
+	}
+	if waited := firstAt.Sub(acquiredAt); waited < lock-100*time.Millisecond {
+		t.Fatalf("records redelivered %v after acquisition, before the %v lock expired", waited, lock)
+	} else {
+		t.Logf("records held by the vanished member redelivered %v after acquisition (lock %v)", waited, lock)
+	}
+	// The vanished member's late acknowledgement is refused.
+	if top, part := gone.ack(gone.epoch, 0, 19, 1); top != 0 || part != kerr.InvalidRecordState.Code {
+		t.Fatalf("late ack of the vanished member: %d/%d, want INVALID_RECORD_STATE", top, part)
+	}
+}
+
+func TestShareGroupDeliveryLimit(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1", "group.share.delivery.count.limit=3")
+	admin := b.Client(t)
+	topic, group := "share-limit", "sg-limit"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	initShareGroup(t, admin, group, topic)
+	produceShare(t, admin, topic, 0, 2) // offset 0: released until archived; offset 1: rejected
+
+	m := newShareRaw(t, admin, group, "m", topic)
+	p, _ := m.fetch(5 * time.Second)
+	for round := int16(1); round <= 3; round++ {
+		offs, deliveries := acquiredOffsets(p)
+		want := []int64{0}
+		if round == 1 {
+			want = []int64{0, 1}
+		}
+		if fmt.Sprint(offs) != fmt.Sprint(want) || deliveries[0] != round {
+			t.Fatalf("round %d acquired %v with deliveries %v, want %v at delivery %d", round, offs, deliveries, want, round)
+		}
+		acks := []int64{0, 0, 2} // release offset 0
+		if round == 1 {
+			acks = append(acks, 1, 1, 3) // reject offset 1
+		}
+		p, _ = m.fetch(500*time.Millisecond, acks...)
+		if p.AcknowledgeErrorCode != 0 {
+			t.Fatalf("round %d ack: %v", round, kerr.ErrorForCode(p.AcknowledgeErrorCode))
+		}
+	}
+	// Both are archived: nothing more is delivered, to anyone, and a new
+	// record is delivered at once.
+	if offs, _ := acquiredOffsets(p); len(offs) != 0 {
+		t.Fatalf("archived records delivered again: %v", offs)
+	}
+	other := newShareRaw(t, admin, group, "other", topic)
+	if p, _ := other.fetch(500 * time.Millisecond); len(p.AcquiredRecords) != 0 {
+		t.Fatalf("archived records delivered to another member: %+v", p.AcquiredRecords)
+	}
+	produceShare(t, admin, topic, 2, 1)
+	p, _ = other.fetch(5 * time.Second)
+	if offs, d := acquiredOffsets(p); fmt.Sprint(offs) != "[2]" || d[2] != 1 {
+		t.Fatalf("after the archive, acquired %v (deliveries %v), want [2] once", offs, d)
+	}
+}
+
+func TestShareGroupBadInput(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	admin := b.Client(t)
+	topic, group := "share-bad", "sg-bad"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	initShareGroup(t, admin, group, topic)
+	produceShare(t, admin, topic, 0, 4)
+
+	a := newShareRaw(t, admin, group, "a", topic)
+	p, _ := a.fetch(5 * time.Second)
+	if offs, _ := acquiredOffsets(p); len(offs) != 4 {
+		t.Fatalf("a acquired %v", offs)
+	}
+	bm := newShareRaw(t, admin, group, "b", topic)
+	if p, code := bm.fetch(0); code != 0 || len(p.AcquiredRecords) != 0 { // opens b's session; nothing free
+		t.Fatalf("b's first fetch: %d %+v", code, p.AcquiredRecords)
+	}
+	produceShare(t, admin, topic, 4, 1) // offset 4: not acquired yet
+	if top, part := bm.ack(bm.epoch, 0, 1, 1); top != 0 || part != kerr.InvalidRecordState.Code {
+		t.Fatalf("b acknowledging a's records: %d/%d, want INVALID_RECORD_STATE", top, part)
+	}
+	if top, part := a.ack(a.epoch, 4, 4, 1); top != 0 || part != kerr.InvalidRecordState.Code {
+		t.Fatalf("acknowledging a record never acquired: %d/%d, want INVALID_RECORD_STATE", top, part)
+	}
+	if top, part := a.ack(a.epoch, 3, 7, 1); top != 0 || part != kerr.InvalidRecordState.Code {
+		t.Fatalf("acknowledging past the end: %d/%d, want INVALID_RECORD_STATE", top, part)
+	}
+	// Session epochs.
+	if top, _ := a.ack(0, 0, 0, 1); top != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("ShareAcknowledge at epoch 0: %d, want INVALID_SHARE_SESSION_EPOCH", top)
+	}
+	if top, _ := a.ack(a.epoch+5, 0, 0, 1); top != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("ShareAcknowledge at a wrong epoch: %d, want INVALID_SHARE_SESSION_EPOCH", top)
+	}
+	nobody := newShareRaw(t, admin, group, "nobody", topic)
+	if top, _ := nobody.ack(3, 0, 0, 1); top != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("ShareAcknowledge without a session: %d, want SHARE_SESSION_NOT_FOUND", top)
+	}
+	nobody.epoch = 7
+	if _, code := nobody.fetch(0); code != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("ShareFetch without a session: %d, want SHARE_SESSION_NOT_FOUND", code)
+	}
+	// State unchanged: a still holds 0-3 and can accept them; then offset 4
+	// is what b gets.
+	if top, part := a.ack(a.epoch, 0, 3, 1); top != 0 || part != 0 {
+		t.Fatalf("a accepting its records after the refused acks: %d/%d", top, part)
+	}
+	p, _ = bm.fetch(5 * time.Second)
+	if offs, d := acquiredOffsets(p); fmt.Sprint(offs) != "[4]" || d[4] != 1 {
+		t.Fatalf("b acquired %v (deliveries %v), want [4] once", offs, d)
+	}
+
+	// Heartbeats: stale and future epochs, unknown members.
+	hb := func(member string, epoch int32, topics ...string) *kmsg.ShareGroupHeartbeatResponse {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch = group, member, epoch
+		req.SubscribedTopicNames = topics
+		resp, err := req.RequestWith(testContext(t, 10*time.Second), admin)
+		if err != nil {
+			t.Fatalf("ShareGroupHeartbeat: %v", err)
+		}
+		return resp
+	}
+	j := hb("member-1", 0, topic)
+	if j.ErrorCode != 0 || j.MemberEpoch < 1 || j.Assignment == nil || len(j.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("join: %+v", j)
+	}
+	// Another member joins: member-1 moves on to the new group epoch, so
+	// its old epoch is stale.
+	if r := hb("member-3", 0, topic); r.ErrorCode != 0 {
+		t.Fatalf("member-3 join: %+v", r)
+	}
+	if r := hb("member-1", j.MemberEpoch); r.ErrorCode != 0 || r.MemberEpoch <= j.MemberEpoch {
+		t.Fatalf("member-1 heartbeat after member-3 joined: %+v", r)
+	} else {
+		j = r
+	}
+	for _, tc := range []struct {
+		member string
+		epoch  int32
+		want   int16
+	}{
+		{"member-1", j.MemberEpoch - 1, kerr.FencedMemberEpoch.Code},
+		{"member-1", j.MemberEpoch + 1, kerr.FencedMemberEpoch.Code},
+		{"member-2", 1, kerr.UnknownMemberID.Code},
+		{"member-2", -1, kerr.UnknownMemberID.Code},
+	} {
+		if got := hb(tc.member, tc.epoch).ErrorCode; got != tc.want {
+			t.Errorf("heartbeat %s epoch %d: %v, want %v", tc.member, tc.epoch, kerr.ErrorForCode(got), kerr.ErrorForCode(tc.want))
+		}
+	}
+	if r := hb("member-1", j.MemberEpoch); r.ErrorCode != 0 || r.MemberEpoch != j.MemberEpoch {
+		t.Fatalf("member-1 after the refused heartbeats: %+v", r)
+	}
+}

@@ -1,0 +1,518 @@
+package server
+
+// ShareFetch v0-v2 (KIP-932; v1 adds MaxRecords, BatchSize and the acquire
+// mode of KIP-1206, v2 KIP-1222's renew acknowledgements):
+// a share group member fetches from the partitions this broker leads.
+// Records are acquired for the member (locked for
+// group.share.record.lock.duration.ms) in the group's share partition
+// (share/), so another member is not given them until they are released,
+// rejected, time out or are accepted; acknowledgements may ride on the
+// request. Share sessions follow Kafka's ShareSessionCache epoch rules
+// (0 opens, -1 closes, otherwise the session's next epoch).
+//
+// Authorization (KafkaApis.handleShareFetchRequest): Read on the group,
+// else GROUP_AUTHORIZATION_FAILED for the whole request; Read on each
+// topic, else that topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
+//
+// A share partition's start offset is share.auto.offset.reset's choice
+// (latest, Kafka's default: the high watermark when the group first
+// fetches the partition) unless its durable state says otherwise
+// (share_state.go); the state is reloaded whenever this broker becomes
+// the partition's leader anew.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kbroker/kbroker/internal/acl"
+	"github.com/kbroker/kbroker/internal/share"
+	"github.com/kbroker/kbroker/protocol"
+	"github.com/kbroker/kbroker/recordbatch"
+	"github.com/kbroker/kbroker/replica"
+)
+
+func init() {
+	registerAPI(kmsg.ShareFetch.Int16(), 0, 2, handleShareFetch)
+}
+
+// defaultShareMaxRecords is what a fetch without MaxRecords acquires at
+// most (Kafka's share.max.fetch.records default).
+const defaultShareMaxRecords = 500
+
+// lazyShares is the broker's share leader, made on first use.
+type lazyShares struct {
+	once sync.Once
+	sl   *shareLeader
+}
+
+// shareLeader is this broker's share state as a partition leader.
+type shareLeader struct {
+	b     *Broker
+	mgr   *share.Manager
+	store shareStateStore
+}
+
+func (b *Broker) shareLeader() *shareLeader {
+	b.shares.once.Do(func() {
+		b.shares.sl = &shareLeader{b: b, mgr: share.NewManager(2000), store: newShareStateStore(b)}
+	})
+	return b.shares.sl
+}
+
+// shareConfig is the share partitions' settings from the broker config.
+func (b *Broker) shareConfig() share.Config {
+	return share.Config{
+		LockDuration:  b.cfg.GroupShareRecordLockDuration,
+		DeliveryLimit: int16(b.cfg.GroupShareDeliveryCountLimit),
+		MaxInFlight:   int64(b.cfg.GroupSharePartitionMaxLocks),
+	}
+}
+
+// shareTarget is one session partition of a fetch.
+type shareTarget struct {
+	tp    share.TP
+	topic string
+	part  *replica.Partition
+	ps    *share.PartitionState
+	err   error
+	// strict: ShareAcquireMode 1 (record limit, KIP-1206): never more
+	// than MaxRecords, batches split.
+	strict bool
+}
+
+// sharePartition returns the share partition of group on part, loaded for
+// part's current leader epoch (from the durable state, else started at the
+// high watermark). Call without locks.
+func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp share.TP, part *replica.Partition) (*share.PartitionState, error) {
+	ps := sl.mgr.Partition(share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition})
+	st := part.State()
+	if !st.IsLeader {
+		return nil, kerr.NotLeaderForPartition
+	}
+	ps.Lock()
+	defer ps.Unlock()
+	if p, epoch := ps.PartitionLocked(); p != nil && epoch == st.LeaderEpoch {
+		p.SetConfig(sl.b.shareConfig())
+		return ps, nil
+	}
+	start, batches, found, err := sl.store.Load(ctx, ps.Key)
+	if err != nil {
+		return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+	}
+	if !found {
+		// share.auto.offset.reset=latest: the high watermark, stored
+		// at once so a failover does not skip what arrives meanwhile.
+		start = st.HighWatermark
+		if err := sl.store.Save(ctx, ps.Key, start, nil); err != nil {
+			return nil, fmt.Errorf("store initial share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+		}
+	}
+	p := share.Restore(sl.b.shareConfig(), start, batches)
+	if st.LogStartOffset > p.StartOffset() {
+		p.MoveStart(st.LogStartOffset) // records gone from the log are not delivered
+	}
+	ps.SetLocked(p, st.LeaderEpoch)
+	return ps, nil
+}
+
+// acknowledge applies one partition's acknowledgement batches for member
+// and stores the result before it is published; nothing changes unless
+// every batch is valid and the store took it. It returns Kafka's error
+// code (0: done).
+func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState, member string, batches []ackBatch, maxType share.AckType, now time.Time) int16 {
+	ps.Lock()
+	defer ps.Unlock()
+	p, _ := ps.PartitionLocked()
+	if p == nil {
+		return kerr.InvalidRecordState.Code
+	}
+	p.ExpireLocks(now)
+	next := p.Clone()
+	for _, ab := range batches {
+		for _, t := range ab.types {
+			if t > maxType {
+				return kerr.InvalidRequest.Code
+			}
+		}
+		if err := next.Acknowledge(member, ab.first, ab.last, ab.types, now); err != nil {
+			if errors.Is(err, share.ErrInvalidRequest) {
+				return kerr.InvalidRequest.Code
+			}
+			return kerr.InvalidRecordState.Code
+		}
+	}
+	before, _ := p.Snapshot()
+	start, states := next.Snapshot()
+	if !renewOnly(batches) || start != before {
+		if err := sl.store.Save(ctx, ps.Key, start, states); err != nil {
+			sl.b.logger.Warn("failed to store share acknowledgements", "group", ps.Key.Group, "partition", ps.Key.Partition, "err", err)
+			return protocol.ErrorCode(err)
+		}
+	}
+	p.Replace(next)
+	ps.NotifyLocked()
+	return 0
+}
+
+func renewOnly(batches []ackBatch) bool {
+	for _, b := range batches {
+		for _, t := range b.types {
+			if t != share.AckRenew {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// releaseMember releases member's acquired records on the partitions of a
+// closed or replaced share session.
+func (sl *shareLeader) releaseMember(group, member string, tps []share.TP) {
+	for _, tp := range tps {
+		ps := sl.mgr.Partition(share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition})
+		ps.Lock()
+		if p, _ := ps.PartitionLocked(); p != nil && p.ReleaseMember(member) {
+			ps.NotifyLocked()
+		}
+		ps.Unlock()
+	}
+}
+
+// ackBatch is one acknowledgement batch of a request.
+type ackBatch struct {
+	first, last int64
+	types       []share.AckType
+}
+
+func toAckBatches[T any](in []T, get func(T) (int64, int64, []int8)) []ackBatch {
+	out := make([]ackBatch, 0, len(in))
+	for _, b := range in {
+		first, last, types := get(b)
+		ab := ackBatch{first: first, last: last}
+		for _, t := range types {
+			ab.types = append(ab.types, share.AckType(t))
+		}
+		out = append(out, ab)
+	}
+	return out
+}
+
+// shareRequestError maps a session error to Kafka's code.
+func shareSessionCode(err error) int16 {
+	switch {
+	case errors.Is(err, share.ErrSessionNotFound):
+		return kerr.ShareSessionNotFound.Code
+	case errors.Is(err, share.ErrInvalidSessionEpoch):
+		return kerr.InvalidShareSessionEpoch.Code
+	case errors.Is(err, share.ErrSessionLimit):
+		return kerr.ShareSessionLimitReached.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+func handleShareFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ShareFetchRequest)
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	resp.AcquisitionLockTimeoutMillis = int32(b.cfg.GroupShareRecordLockDuration.Milliseconds())
+	group, member := derefString(req.GroupID), derefString(req.MemberID)
+	if !b.authorize(rc, acl.OpRead, acl.ResourceGroup, group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	if group == "" || member == "" || len(member) > 36 {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	renew := req.Version >= 2 && req.IsRenewAck
+	if renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	maxType := share.AckReject
+	if renew {
+		maxType = share.AckRenew
+	}
+	sl := b.shareLeader()
+	md := b.controller.Metadata()
+
+	// Response entries, one per partition, in the order they are first named.
+	index := map[share.TP]*kmsg.ShareFetchResponseTopicPartition{}
+	var order []share.TP
+	entry := func(tp share.TP) *kmsg.ShareFetchResponseTopicPartition {
+		if e := index[tp]; e != nil {
+			return e
+		}
+		e := new(kmsg.ShareFetchResponseTopicPartition)
+		e.Default()
+		e.Partition = tp.Partition
+		e.CurrentLeader.LeaderID, e.CurrentLeader.LeaderEpoch = -1, -1
+		index[tp] = e
+		order = append(order, tp)
+		return e
+	}
+
+	var add, forget []share.TP
+	acks := map[share.TP][]ackBatch{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			tp := share.TP{TopicID: rt.TopicID, Partition: rp.Partition}
+			add = append(add, tp)
+			if len(rp.AcknowledgementBatches) > 0 {
+				acks[tp] = append(acks[tp], toAckBatches(rp.AcknowledgementBatches, func(ab kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
+					return ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes
+				})...)
+			}
+		}
+	}
+	for _, ft := range req.ForgottenTopicsData {
+		for _, p := range ft.Partitions {
+			forget = append(forget, share.TP{TopicID: ft.TopicID, Partition: p})
+		}
+	}
+	if req.ShareSessionEpoch == -1 {
+		add = nil // a closing request only acknowledges
+	}
+	session, replaced, err := sl.mgr.OpenSession(share.SessionRequest{Group: group, Member: member, Epoch: req.ShareSessionEpoch, Add: add, Forget: forget})
+	if err != nil {
+		resp.ErrorCode = shareSessionCode(err)
+		return resp, nil
+	}
+	if len(replaced) > 0 {
+		sl.releaseMember(group, member, replaced)
+	}
+
+	readable := b.checksFor(rc, acl.OpRead, acl.ResourceTopic)
+	resolve := func(tp share.TP) (string, *replica.Partition, error) {
+		t, ok := md.TopicByID(tp.TopicID)
+		if !ok {
+			return "", nil, kerr.UnknownTopicID
+		}
+		if !readable.allowed(t.Name) {
+			return t.Name, nil, kerr.TopicAuthorizationFailed
+		}
+		part, err := b.localPartitionOf(t.Name, tp.TopicID, tp.Partition)
+		return t.Name, part, err
+	}
+	leaderHint := func(e *kmsg.ShareFetchResponseTopicPartition, topic string, p int32) {
+		if t, ok := md.Topics[topic]; ok && int(p) < len(t.Partitions) {
+			e.CurrentLeader.LeaderID = t.Partitions[p].Leader
+			e.CurrentLeader.LeaderEpoch = t.Partitions[p].LeaderEpoch
+		}
+	}
+
+	// Piggybacked acknowledgements first (Kafka applies them before the
+	// fetch, so released records may be fetched again at once).
+	now := time.Now()
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			tp := share.TP{TopicID: rt.TopicID, Partition: rp.Partition}
+			batches, ok := acks[tp]
+			if !ok {
+				continue
+			}
+			delete(acks, tp)
+			e := entry(tp)
+			topic, part, err := resolve(tp)
+			if err == nil {
+				var ps *share.PartitionState
+				if ps, err = sl.sharePartition(ctx, group, tp, part); err == nil {
+					e.AcknowledgeErrorCode = sl.acknowledge(ctx, ps, member, batches, maxType, now)
+					continue
+				}
+			}
+			e.AcknowledgeErrorCode = protocol.ErrorCode(err)
+			if errors.Is(err, kerr.NotLeaderForPartition) {
+				leaderHint(e, topic, tp.Partition)
+			}
+		}
+	}
+	if req.ShareSessionEpoch == -1 {
+		sl.releaseMember(group, member, session.Parts())
+		return shareFetchResponse(resp, index, order), nil
+	}
+	if renew {
+		return shareFetchResponse(resp, index, order), nil
+	}
+
+	// Fetch: every session partition.
+	var targets []*shareTarget
+	for _, tp := range session.Parts() {
+		t := &shareTarget{tp: tp, strict: req.ShareAcquireMode == 1}
+		t.topic, t.part, t.err = resolve(tp)
+		if t.err == nil {
+			t.ps, t.err = sl.sharePartition(ctx, group, tp, t.part)
+		}
+		if t.err != nil {
+			e := entry(tp)
+			e.ErrorCode = protocol.ErrorCode(t.err)
+			if errors.Is(t.err, kerr.NotLeaderForPartition) {
+				leaderHint(e, t.topic, tp.Partition)
+			}
+			continue
+		}
+		targets = append(targets, t)
+	}
+	if req.ShareSessionEpoch == 0 {
+		for _, t := range targets {
+			entry(t.tp) // a full request's answer names every partition
+		}
+	}
+	// Rotate the start by the session epoch so one busy partition does
+	// not starve the others of MaxRecords.
+	if n := len(targets); n > 1 {
+		k := int(session.Epoch) % n
+		targets = append(targets[k:], targets[:k]...)
+	}
+	maxRecords := int(req.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = defaultShareMaxRecords
+	}
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = int(b.cfg.SocketRequestMaxBytes)
+	}
+	deadline := now.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	for {
+		waitOn := make([]<-chan struct{}, 0, 2*len(targets))
+		for _, t := range targets {
+			waitOn = append(waitOn, t.part.Changed(), t.ps.Changed())
+		}
+		acquired, nextExpiry := sl.acquire(targets, member, maxRecords, maxBytes, time.Now(), entry)
+		if acquired > 0 || len(targets) == 0 || !time.Now().Before(deadline) {
+			break
+		}
+		wake := deadline
+		if !nextExpiry.IsZero() && nextExpiry.Before(wake) {
+			wake = nextExpiry
+		}
+		waitAny(ctx, waitOn, wake)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return shareFetchResponse(resp, index, order), nil
+}
+
+// acquire acquires records for member from targets in order, up to
+// maxRecords and about maxBytes, filling their response entries. It
+// returns the records acquired and the earliest lock expiry among the
+// targets (a wait should end then: records may come free).
+func (sl *shareLeader) acquire(targets []*shareTarget, member string, maxRecords, maxBytes int, now time.Time, entry func(share.TP) *kmsg.ShareFetchResponseTopicPartition) (int, time.Time) {
+	total, bytes := 0, 0
+	var nextExpiry time.Time
+	for _, t := range targets {
+		if total >= maxRecords || bytes >= maxBytes {
+			break
+		}
+		n, size, err := sl.acquireOne(t, member, maxRecords-total, maxBytes-bytes, now, entry)
+		if err != nil {
+			e := entry(t.tp)
+			e.ErrorCode = protocol.ErrorCode(err)
+			continue
+		}
+		total += n
+		bytes += size
+		t.ps.Lock()
+		if p, _ := t.ps.PartitionLocked(); p != nil {
+			if e := p.NextLockExpiry(); !e.IsZero() && (nextExpiry.IsZero() || e.Before(nextExpiry)) {
+				nextExpiry = e
+			}
+		}
+		t.ps.Unlock()
+	}
+	return total, nextExpiry
+}
+
+func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, maxBytes int, now time.Time, entry func(share.TP) *kmsg.ShareFetchResponseTopicPartition) (int, int, error) {
+	t.ps.Lock()
+	defer t.ps.Unlock()
+	p, epoch := t.ps.PartitionLocked()
+	st := t.part.State()
+	if p == nil || !st.IsLeader || epoch != st.LeaderEpoch {
+		return 0, 0, kerr.NotLeaderForPartition
+	}
+	if p.ExpireLocks(now) {
+		t.ps.NotifyLocked()
+	}
+	if st.LogStartOffset > p.StartOffset() {
+		p.MoveStart(st.LogStartOffset)
+	}
+	from := p.FirstDeliverable()
+	if from >= st.HighWatermark {
+		return 0, 0, nil
+	}
+	res, err := t.part.Read(from, maxBytes, true, -1, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	raw, err := res.Records.AppendTo(nil)
+	res.Records.Close()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: read %s-%d: %v", kerr.KafkaStorageError, t.topic, t.tp.Partition, err)
+	}
+	parts, headers, err := recordbatch.Split(raw)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %s-%d at %d: %v", kerr.CorruptMessage, t.topic, t.tp.Partition, from, err)
+	}
+	var bounds []share.Batch
+	for _, h := range headers {
+		if h.IsControl() {
+			continue // no record to deliver: a hole, archived in flight
+		}
+		bounds = append(bounds, share.Batch{First: h.BaseOffset, Last: h.LastOffset()})
+	}
+	ranges := p.Acquire(member, maxRecords, t.strict, bounds, now)
+	if len(ranges) == 0 {
+		return 0, 0, nil
+	}
+	// Send the batches holding acquired offsets.
+	var out []byte
+	n := 0
+	for i, h := range headers {
+		for _, r := range ranges {
+			if !h.IsControl() && h.BaseOffset <= r.Last && h.LastOffset() >= r.First {
+				out = append(out, parts[i]...)
+				break
+			}
+		}
+	}
+	e := entry(t.tp)
+	e.Records = out
+	for _, r := range ranges {
+		ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+		ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = r.First, r.Last, r.Deliveries
+		e.AcquiredRecords = append(e.AcquiredRecords, ar)
+		n += int(r.Last - r.First + 1)
+	}
+	return n, len(out), nil
+}
+
+// shareFetchResponse assembles the entries by topic, in order.
+func shareFetchResponse(resp *kmsg.ShareFetchResponse, index map[share.TP]*kmsg.ShareFetchResponseTopicPartition, order []share.TP) *kmsg.ShareFetchResponse {
+	byTopic := map[[16]byte]int{}
+	for _, tp := range order {
+		i, ok := byTopic[tp.TopicID]
+		if !ok {
+			rt := kmsg.NewShareFetchResponseTopic()
+			rt.TopicID = tp.TopicID
+			resp.Topics = append(resp.Topics, rt)
+			i = len(resp.Topics) - 1
+			byTopic[tp.TopicID] = i
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, *index[tp])
+	}
+	return resp
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -321,8 +321,10 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	ready := map[fetchKey]*fetchPart{}
 	sentTo := map[fetchKey]leaderRef{}
 	throttle := f.m.fetchers.followerThrottle()
+	pendingTruncation := false
 	for _, fp := range parts {
 		if fp.truncate {
+			pendingTruncation = true
 			continue
 		}
 		if throttle != nil && throttle.Hold(fp.p.tp) {
@@ -354,6 +356,14 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	}
 	if len(ready) == 0 {
 		return errNothingToFetch
+	}
+	if pendingTruncation {
+		// A partition still waits for its divergence check (its leader
+		// had not taken the view that makes it leader yet): do not park
+		// this fetch for the whole long poll, or the partition would
+		// wait that long to start copying, and its acks=all writes
+		// with it.
+		req.MaxWaitMillis = min(req.MaxWaitMillis, int32(truncationRetryWait/time.Millisecond))
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, wait+replicaFetchRequestBudget)
 	defer cancel()
@@ -441,6 +451,10 @@ type fetchKey struct {
 	topicID   [16]byte
 	partition int32
 }
+
+// truncationRetryWait bounds the long poll of a fetch sent while another
+// partition of the fetcher still waits for its divergence check.
+const truncationRetryWait = 50 * time.Millisecond
 
 // errNothingToFetch makes the fetcher back off while every partition
 // still waits for its divergence check (the leader not answering for it

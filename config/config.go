@@ -148,5 +148,9 @@ type Config struct {
 	TransactionAbortTimedOutInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10 s)
 	TransactionRemoveExpiredIDsInterval  time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms (default 1 h)
 
-	MetricsAddress string // kbroker.metrics.address, host:port of the Prometheus /metrics endpoint (empty = none)
+	MetricsAddress string // kbroker.metrics.address, host:port of the Prometheus /metrics endpoint and the live console (empty = none; default EmbeddedMetricsAddress on an embedded broker, none with zookeeper.connect)
+	// ConsoleActionsEnable is kbroker.console.actions.enable: the console
+	// offers preferred leader election and delete records (default false:
+	// read-only).
+	ConsoleActionsEnable bool
 }

@@ -25,6 +25,8 @@ func Default() Config {
 		ListenerSecurityProtocolMap: defaultSecurityProtocolMap(),
 		InterBrokerListenerName:     "PLAINTEXT",
 		LogDirs:                     []string{"./kbroker-data"},
+		// Unset in a ZooKeeper cluster (Load).
+		MetricsAddress: EmbeddedMetricsAddress,
 
 		NumPartitions:            1,
 		DefaultReplicationFactor: 1,
@@ -218,6 +220,10 @@ func Load(path string, overrides []string) (Config, []string, error) {
 	}
 	if _, ok := values["zookeeper.connection.timeout.ms"]; !ok {
 		c.ZookeeperConnectionTimeout = c.ZookeeperSessionTimeout
+	}
+	if _, ok := values["kbroker.metrics.address"]; !ok && c.ZookeeperConnect != "" {
+		// A cluster's brokers would contend for the embedded default.
+		c.MetricsAddress = ""
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, unknown, err
@@ -526,7 +532,7 @@ func properties() []prop {
 
 		{
 			name: "kbroker.metrics.address",
-			doc:  "host:port for the Prometheus /metrics endpoint; empty disables it",
+			doc:  "host:port for the Prometheus /metrics endpoint and the live console; empty disables them; unset on an embedded broker (no zookeeper.connect): " + EmbeddedMetricsAddress + ", or an ephemeral loopback port when that one is taken",
 			set: func(c *Config, v string) error {
 				if v != "" {
 					if _, _, err := net.SplitHostPort(v); err != nil {
@@ -538,8 +544,16 @@ func properties() []prop {
 			},
 			get: func(c Config) string { return c.MetricsAddress },
 		},
+		boolProp("kbroker.console.actions.enable", "let the live console elect preferred leaders and delete records (POST from its own page only; as User:ANONYMOUS under the authorizer)", func(c *Config) *bool { return &c.ConsoleActionsEnable }),
 	}
 }
+
+// EmbeddedMetricsAddress is where an embedded broker serves /metrics and
+// the live console when kbroker.metrics.address is not set: loopback
+// only, so nothing is exposed that was not asked for. When the port is
+// taken (another broker on the machine) the broker serves them on an
+// ephemeral loopback port instead and logs it.
+const EmbeddedMetricsAddress = "127.0.0.1:9644"
 
 // alias marks p as another name for a setting whose canonical key comes
 // later in the table: it is parsed, but not reported by Properties.

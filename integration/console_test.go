@@ -3,9 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,6 +108,21 @@ func (b *browser) screenshot(t *testing.T, name string) {
 	t.Logf("screenshot %s (%d bytes)", path, len(png))
 }
 
+// screenshotEnv names a file the cluster test writes its console
+// screenshot to (the README's docs/console.png): the viewport only, so
+// the PNG stays small.
+const screenshotEnv = "KBROKER_CONSOLE_SCREENSHOT"
+
+func (b *browser) screenshotTo(t *testing.T, path string) {
+	t.Helper()
+	var png []byte
+	b.run(t, 20*time.Second, chromedp.CaptureScreenshot(&png))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s (%d bytes)", path, len(png))
+}
+
 // pageRow is one partition row of the replica diagram.
 type pageRow struct {
 	Partition int32   `json:"partition"`
@@ -148,7 +166,9 @@ func TestConsoleBrowser(t *testing.T) {
 	loadWG.Add(1)
 	go func() {
 		defer loadWG.Done()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+		// Round robin: every broker leads some of the traffic.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 		if err != nil {
 			return
 		}
@@ -243,7 +263,54 @@ func TestConsoleBrowser(t *testing.T) {
 		return nil
 	})
 	br.screenshot(t, "console-after-return.png")
+	if path := os.Getenv(screenshotEnv); path != "" {
+		// Some sparkline history under the load first.
+		checkFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+			var n int
+			br.eval(t, `window.__kbrokerConsole.rates || 0`, &n)
+			if n < 15 {
+				return fmt.Errorf("%d rate samples", n)
+			}
+			return nil
+		})
+		br.screenshotTo(t, path)
+	}
+
+	// Read-only by default: partition 0's leader is not its preferred
+	// replica now (the killed broker was), yet the page offers no action
+	// and the endpoints refuse.
+	var buttons int
+	var actionsHidden bool
+	br.eval(t, `document.querySelectorAll('button[data-action]').length`, &buttons)
+	br.eval(t, `document.getElementById('actions-section').hidden`, &actionsHidden)
+	if buttons != 0 || !actionsHidden {
+		t.Errorf("a read-only console offers actions: %d buttons, actions section hidden %v", buttons, actionsHidden)
+	}
+	for _, action := range []string{"elect-preferred", "delete-records"} {
+		if code := postAction(t, c.metrics[view-1], action, ""); code != http.StatusMethodNotAllowed {
+			t.Errorf("POST /api/actions/%s with actions off: %d, want 405", action, code)
+		}
+	}
 	br.noErrors(t)
+}
+
+// postAction POSTs an action to the console at addr as its own page
+// would (same Origin, JSON), with token.
+func postAction(t *testing.T, addr, action, token string) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(testContext(t, 20*time.Second), http.MethodPost, "http://"+addr+"/api/actions/"+action,
+		strings.NewReader(`{"topic":"console-topic","partition":0}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "http://"+addr)
+	if token != "" {
+		req.Header.Set("X-Kbroker-Console-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // TestConsoleBrowserEscapingAndLoad: names are rendered as text (a group
@@ -322,5 +389,201 @@ func TestConsoleBrowserEscapingAndLoad(t *testing.T) {
 		t.Errorf("markup from a name ran or was inserted: __xss=%v, %d scripts, %d images", xss, scripts, imgs)
 	}
 	br.screenshot(t, "console-escaping.png")
+	br.noErrors(t)
+}
+
+// TestConsoleEmbeddedDefault: an embedded broker serves /metrics and the
+// console without kbroker.metrics.address, on a loopback address its
+// startup log prints (127.0.0.1:9644, or an ephemeral port when that is
+// taken: the second broker here); an explicitly empty value turns both
+// off; the console is read-only.
+func TestConsoleEmbeddedDefault(t *testing.T) {
+	consoleURL := regexp.MustCompile(`msg="serving Prometheus metrics and the live console" metrics=(http://\S+)/metrics console=(http://\S+/)`)
+	var urls []string
+	for i := range 2 {
+		b := StartBroker(t)
+		var m []string
+		checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			data, err := os.ReadFile(b.LogPath())
+			if err != nil {
+				return err
+			}
+			if m = consoleURL.FindStringSubmatch(string(data)); m == nil {
+				return fmt.Errorf("no console address in the startup log yet")
+			}
+			return nil
+		})
+		u := m[2]
+		if !strings.HasPrefix(u, "http://127.0.0.1:") {
+			t.Errorf("broker %d: console at %s, want loopback", i, u)
+		}
+		for _, path := range []string{"", "metrics", "api/snapshot"} {
+			resp, err := http.Get(u + path)
+			if err != nil {
+				t.Fatalf("GET %s%s: %v", u, path, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s%s: %s", u, path, resp.Status)
+			}
+			if path == "" && !strings.Contains(string(body), "<title>kbroker console</title>") {
+				t.Errorf("GET %s: not the console page", u)
+			}
+		}
+		if code := postAction(t, strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/"), "elect-preferred", ""); code != http.StatusMethodNotAllowed {
+			t.Errorf("POST an action to the default console: %d, want 405", code)
+		}
+		urls = append(urls, u)
+	}
+	if urls[0] == urls[1] {
+		t.Errorf("two embedded brokers share the console address %s", urls[0])
+	}
+	t.Logf("default console addresses: %v", urls)
+
+	off := StartBroker(t, "kbroker.metrics.address=")
+	data, err := os.ReadFile(off.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "kbroker listening") || strings.Contains(string(data), "live console") {
+		t.Errorf("kbroker.metrics.address= still serves the console, or the broker is not up:\n%s", data)
+	}
+}
+
+// TestConsoleBrowserActions: with kbroker.console.actions.enable=true, on
+// a 3-broker cluster whose partition is led by another replica than its
+// preferred one, the page's election button (on a broker that is not the
+// controller: it forwards) moves leadership back, as the page and
+// Metadata show; the page's delete-records form raises the log start
+// offset; requests without the page's token or from another origin are
+// refused.
+func TestConsoleBrowserActions(t *testing.T) {
+	br := startBrowser(t)
+	c := startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 10 * time.Second, extra: []string{"kbroker.console.actions.enable=true"}})
+	const topic = "console-actions"
+	c.createTopic(topic, 1, nil)
+	adm := c.admin()
+	ctx := testContext(t, 2*time.Minute)
+	cl := c.client()
+	for i := range 100 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preferred := md.Topics[topic].Partitions[0].Replicas[0]
+	if md.Topics[topic].Partitions[0].Leader != preferred {
+		t.Fatalf("a new partition led by %d, not its preferred replica %d", md.Topics[topic].Partitions[0].Leader, preferred)
+	}
+
+	// Move leadership away: a controlled shutdown of the preferred
+	// replica, then its return to the ISR.
+	c.broker(preferred).Stop()
+	c.waitPartState(30*time.Second, topic, 0, func(s zkPartState) error {
+		if s.Leader < 0 || s.Leader == preferred {
+			return fmt.Errorf("not moved yet")
+		}
+		return nil
+	})
+	c.waitUnregistered(preferred)
+	c.broker(preferred).Restart()
+	moved := c.waitPartState(60*time.Second, topic, 0, func(s zkPartState) error {
+		if len(s.ISR) != 3 {
+			return fmt.Errorf("ISR %v", s.ISR)
+		}
+		return nil
+	})
+	if moved.Leader == preferred {
+		t.Fatalf("leadership came back to %d by itself (auto.leader.rebalance.enable is off)", preferred)
+	}
+
+	// The page of a broker that is not the controller.
+	ctrl := c.controller()
+	view := otherThan(3, ctrl)[0]
+	addr := c.metrics[view-1]
+	br.run(t, 30*time.Second, chromedp.Navigate("http://"+addr+"/"), chromedp.WaitVisible(`body[data-rendered="1"]`))
+
+	// Refused: no token, another origin, a form post.
+	if code := postAction(t, addr, "elect-preferred", ""); code != http.StatusForbidden {
+		t.Errorf("an action without the token: %d, want 403", code)
+	}
+	var token string
+	br.eval(t, `document.querySelector('meta[name="kbroker-actions-token"]').content`, &token)
+	if len(token) != 32 {
+		t.Fatalf("the page's token %q", token)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/api/actions/elect-preferred", strings.NewReader(`{"topic":"console-actions","partition":0}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "http://evil.example")
+	req.Header.Set("X-Kbroker-Console-Token", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an action from another origin: %s, want 403", resp.Status)
+	}
+	if s := c.mustPartState(topic, 0); s.Leader != moved.Leader {
+		t.Fatalf("a refused action moved the leader: %s", s)
+	}
+
+	button := fmt.Sprintf(`button[data-action="elect-preferred"][data-topic=%q][data-partition="0"]`, topic)
+	br.run(t, 20*time.Second, chromedp.WaitVisible(button))
+	br.screenshot(t, "console-actions-before.png")
+	clicked := time.Now()
+	br.run(t, 10*time.Second, chromedp.Click(button))
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		r := br.rows(t, topic)[0]
+		if r.Leader != preferred {
+			return fmt.Errorf("page shows leader %d, want the preferred %d", r.Leader, preferred)
+		}
+		md, err := adm.Metadata(testContext(t, 5*time.Second), topic)
+		if err != nil {
+			return err
+		}
+		if l := md.Topics[topic].Partitions[0].Leader; l != preferred {
+			return fmt.Errorf("Metadata says leader %d, want %d", l, preferred)
+		}
+		var n, buttons int
+		br.eval(t, fmt.Sprintf(`document.querySelectorAll('#timeline li[data-kind="preferred_leader_elected"][data-topic=%q]').length`, topic), &n)
+		br.eval(t, `document.querySelectorAll('button[data-action]').length`, &buttons)
+		if n == 0 || buttons != 0 {
+			return fmt.Errorf("%d preferred elections on the timeline, %d buttons left", n, buttons)
+		}
+		return nil
+	})
+	var result, class string
+	br.eval(t, `document.getElementById('action-result').textContent`, &result)
+	br.eval(t, `document.getElementById('action-result').className`, &class)
+	t.Logf("preferred leader %d back %v after the click; the page says %q", preferred, time.Since(clicked).Round(time.Millisecond), result)
+	if class != "ok" {
+		t.Errorf("action result %q (%s)", result, class)
+	}
+
+	// Delete records before offset 40 through the page's form.
+	br.run(t, 10*time.Second,
+		chromedp.SetValue(`#delete-records input[name=topic]`, topic),
+		chromedp.SetValue(`#delete-records input[name=partition]`, "0"),
+		chromedp.SetValue(`#delete-records input[name=offset]`, "40"),
+		chromedp.Click(`#delete-records button`))
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		starts, err := adm.ListStartOffsets(testContext(t, 5*time.Second), topic)
+		if err != nil {
+			return err
+		}
+		o, _ := starts.Lookup(topic, 0)
+		if o.Err != nil || o.Offset != 40 {
+			return fmt.Errorf("log start offset %d (%v), want 40", o.Offset, o.Err)
+		}
+		return nil
+	})
+	br.eval(t, `document.getElementById('action-result').textContent`, &result)
+	t.Logf("delete records: the page says %q", result)
+	br.screenshot(t, "console-actions-after.png")
 	br.noErrors(t)
 }

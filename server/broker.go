@@ -269,7 +269,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		listeners = append(listeners, ln)
 	}
 	if b.cfg.MetricsAddress != "" {
-		mln, err := net.Listen("tcp", b.cfg.MetricsAddress)
+		mln, err := b.listenMetrics() // console.go: the embedded default falls back to an ephemeral port
 		if err != nil {
 			for _, o := range listeners {
 				o.Close()

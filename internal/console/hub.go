@@ -9,23 +9,30 @@ import (
 	"time"
 )
 
-// Source gives the console the cluster as the broker sees it.
+// Source gives the console the cluster as the broker sees it. The hub
+// calls ViewVersion every poll and Stats every second whether or not
+// anybody watches, so both must be cheap; Snapshot is called when the
+// view changed (with full false: what the timeline needs) and, while a
+// page is open or asks for it, with full true.
 type Source interface {
-	Snapshot(ctx context.Context) Snapshot
+	// ViewVersion changes whenever the cluster view does.
+	ViewVersion() uint64
+	// Stats are the running traffic totals the sparklines come from.
+	Stats() Stats
+	// Snapshot is the cluster now. With full false only what Diff reads
+	// is filled: brokers, controller, topics with leaders, replicas and
+	// ISRs (offsets -1, no groups, no stats).
+	Snapshot(ctx context.Context, full bool) Snapshot
 }
 
-// SourceFunc adapts a function to Source.
-type SourceFunc func(ctx context.Context) Snapshot
-
-// Snapshot calls f.
-func (f SourceFunc) Snapshot(ctx context.Context) Snapshot { return f(ctx) }
-
 const (
-	// pollEvery is how often the hub looks at the view: a change reaches
-	// the page within about this plus the browser's handling.
+	// pollEvery is how often the hub looks at the view version: a change
+	// reaches the timeline (and an open page) within about this plus the
+	// browser's handling.
 	pollEvery = 200 * time.Millisecond
-	// stateEvery is how often unchanged views are pushed anyway (offsets,
-	// lag and rates move without a view change).
+	// stateEvery is how often unchanged views are pushed anyway to open
+	// pages (offsets, lag and rates move without a view change), and how
+	// often the traffic totals are sampled for the sparklines.
 	stateEvery = time.Second
 	// keepEvents and keepRates bound the timeline and the sparklines.
 	keepEvents = 1000
@@ -41,14 +48,25 @@ const (
 // messages out to the event streams. One goroutine (Run) does the work
 // whatever the number of streams, so 100 open pages cost 100 writes of
 // the same bytes.
+//
+// Nobody watching costs little: each poll compares the view version, the
+// traffic totals are read once a second, and the cluster is copied only
+// when the view changed (its leaders, ISRs and brokers, to diff for the
+// timeline). The full snapshot (offsets, lag, groups) is taken only while
+// an event stream is open or when a page or /api/snapshot asks.
 type Hub struct {
 	src    Source
 	logger *slog.Logger
 
+	// pollMu serializes polls (Run's and the handlers' refreshes), so
+	// views are diffed in the order they were taken.
+	pollMu sync.Mutex
+
 	// mu guards the fields below.
 	mu        sync.Mutex
-	latest    *Snapshot
-	stateMsg  []byte // the SSE message for latest (with rates)
+	latest    *Snapshot // the last full snapshot
+	lastView  *Snapshot // the last snapshot diffed (full or view only)
+	stateMsg  []byte    // the SSE message for latest (with rates)
 	lastState time.Time
 	lastStats Stats
 	lastRate  time.Time
@@ -56,6 +74,13 @@ type Hub struct {
 	events    []Event
 	seq       uint64
 	subs      map[chan []byte]struct{}
+	// polls counts polls by what they read, for tests and the idle cost.
+	polls PollCounts
+}
+
+// PollCounts counts what the hub's polls read.
+type PollCounts struct {
+	Polls, Stats, ViewSnapshots, FullSnapshots int
 }
 
 // NewHub returns a hub over src; Run makes it live.
@@ -81,19 +106,93 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
-// Poll takes one snapshot: it records what changed since the last one in
-// the timeline and pushes the state when the view changed or stateEvery
-// passed.
-func (h *Hub) Poll(ctx context.Context) {
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	snap := h.src.Snapshot(sctx)
-	cancel()
-	if snap.Time.IsZero() {
-		snap.Time = time.Now()
+// pollPlan is what one poll reads, decided by pollNeeds.
+type pollPlan struct {
+	stats, view, full bool
+}
+
+// pollNeeds decides what a poll at now reads: the traffic totals once a
+// stateEvery; a snapshot when the view version moved (to diff it); a full
+// one when a stream is open and the view moved or stateEvery passed since
+// the last push, or when forced (a page asks).
+func pollNeeds(now time.Time, versionMoved, watched, force bool, lastRate, lastState time.Time) pollPlan {
+	var p pollPlan
+	p.stats = lastRate.IsZero() || now.Sub(lastRate) >= stateEvery
+	p.full = force || (watched && (versionMoved || now.Sub(lastState) >= stateEvery))
+	p.view = versionMoved || p.full
+	return p
+}
+
+// Poll looks at the source once: it records what changed in the view
+// since the last look in the timeline, samples the rates, and pushes the
+// state to open streams when the view changed or stateEvery passed.
+func (h *Hub) Poll(ctx context.Context) { h.poll(ctx, false) }
+
+// Refresh makes the state current for a page or /api/snapshot: a full
+// snapshot unless one is younger than pollEvery.
+func (h *Hub) Refresh(ctx context.Context) {
+	h.mu.Lock()
+	fresh := h.latest != nil && time.Since(h.latest.Time) < pollEvery && h.lastView != nil && h.lastView.ViewVersion == h.latest.ViewVersion
+	h.mu.Unlock()
+	if !fresh {
+		h.poll(ctx, true)
 	}
+}
+
+func (h *Hub) poll(ctx context.Context, force bool) {
+	h.pollMu.Lock()
+	defer h.pollMu.Unlock()
+	version := h.src.ViewVersion()
+	now := time.Now()
+	h.mu.Lock()
+	moved := h.lastView == nil || h.lastView.ViewVersion != version
+	plan := pollNeeds(now, moved, len(h.subs) > 0, force, h.lastRate, h.lastState)
+	h.polls.Polls++
+	h.mu.Unlock()
+
+	var stats Stats
+	if plan.stats {
+		stats = h.src.Stats()
+	}
+	var snap Snapshot
+	if plan.view {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		snap = h.src.Snapshot(sctx, plan.full)
+		cancel()
+		if snap.Time.IsZero() {
+			snap.Time = now
+		}
+		if plan.full {
+			snap.Stats = stats
+			if !plan.stats {
+				snap.Stats = h.src.Stats()
+			}
+		}
+	}
+
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	old := h.latest
+	if plan.stats {
+		h.polls.Stats++
+		if h.lastRate.IsZero() {
+			h.lastRate, h.lastStats = now, stats
+		} else {
+			h.rates = append(h.rates, rateBetween(h.lastStats, stats, now.Sub(h.lastRate), now))
+			if over := len(h.rates) - keepRates; over > 0 {
+				h.rates = append(h.rates[:0:0], h.rates[over:]...)
+			}
+			h.lastRate, h.lastStats = now, stats
+		}
+	}
+	if !plan.view {
+		return
+	}
+	if plan.full {
+		h.polls.FullSnapshots++
+	} else {
+		h.polls.ViewSnapshots++
+	}
+	old := h.lastView
 	viewChanged := old == nil || old.ViewVersion != snap.ViewVersion
 	var fresh []Event
 	if old != nil && viewChanged {
@@ -107,24 +206,27 @@ func (h *Hub) Poll(ctx context.Context) {
 			h.events = append(h.events[:0:0], h.events[over:]...)
 		}
 	}
-	if h.lastRate.IsZero() {
-		h.lastRate, h.lastStats = snap.Time, snap.Stats
-	} else if d := snap.Time.Sub(h.lastRate); d >= stateEvery {
-		h.rates = append(h.rates, rateBetween(h.lastStats, snap.Stats, d, snap.Time))
-		if over := len(h.rates) - keepRates; over > 0 {
-			h.rates = append(h.rates[:0:0], h.rates[over:]...)
-		}
-		h.lastRate, h.lastStats = snap.Time, snap.Stats
-	}
-	h.latest = &snap
+	h.lastView = &snap
 	if len(fresh) > 0 {
 		h.broadcastLocked(sseMessage("timeline", fresh))
 	}
-	if viewChanged || snap.Time.Sub(h.lastState) >= stateEvery {
+	if plan.full {
+		h.latest = &snap
 		h.stateMsg = sseMessage("state", h.statePayloadLocked())
-		h.lastState = snap.Time
-		h.broadcastLocked(h.stateMsg)
+		if !force {
+			// A page's refresh does not push: open streams keep Run's
+			// rhythm (and a new stream gets stateMsg first).
+			h.lastState = snap.Time
+			h.broadcastLocked(h.stateMsg)
+		}
 	}
+}
+
+// Polls returns what the hub's polls have read so far.
+func (h *Hub) Polls() PollCounts {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.polls
 }
 
 // rateBetween is the per-second rates from a to b over d.

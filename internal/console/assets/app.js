@@ -24,6 +24,12 @@
     return e;
   }
 
+  // The actions token is in the page only when the broker enables
+  // actions (kbroker.console.actions.enable).
+  const tokenMeta = document.querySelector('meta[name="kbroker-actions-token"]');
+  const actionsToken = tokenMeta ? tokenMeta.content : '';
+  api.actions = actionsToken !== '';
+
   const fmt = (n) => (n === undefined || n === null || n < 0) ? '–' : String(n);
   function human(n) {
     if (n >= 1e9) return (n / 1e9).toFixed(1) + 'G';
@@ -59,7 +65,8 @@
     for (const t of s.topics || []) {
       const table = el('table', null, el('thead', null, el('tr', null,
         el('th', null, 'partition'), el('th', null, 'leader'), el('th', null, 'epoch'), el('th', null, 'replicas'),
-        el('th', null, 'log start'), el('th', null, 'HW'), el('th', null, 'LEO'), el('th', null, 'follower lag'))));
+        el('th', null, 'log start'), el('th', null, 'HW'), el('th', null, 'LEO'), el('th', null, 'follower lag'),
+        api.actions ? el('th', null, 'actions') : null)));
       const body = el('tbody');
       let maxLag = 1;
       for (const p of t.partitions) for (const k in (p.follower_lag || {})) maxLag = Math.max(maxLag, p.follower_lag[k]);
@@ -83,12 +90,63 @@
         body.append(el('tr', { class: cls, 'data-topic': t.name, 'data-partition': p.partition, 'data-leader': p.leader,
           'data-epoch': p.leader_epoch, 'data-isr': (p.isr || []).join(','), 'data-replicas': (p.replicas || []).join(',') },
           el('td', null, p.partition), el('td', { class: 'leader' }, p.leader >= 0 ? p.leader : 'OFFLINE'), el('td', null, p.leader_epoch),
-          reps, el('td', null, fmt(p.log_start)), el('td', null, fmt(p.hw)), el('td', null, fmt(p.leo)), lag));
+          reps, el('td', null, fmt(p.log_start)), el('td', null, fmt(p.hw)), el('td', null, fmt(p.leo)), lag,
+          api.actions ? actionCell(t.name, p) : null));
       }
       table.append(body);
       frag.append(el('div', { class: 'topic', 'data-topic': t.name }, el('h3', null, t.name, t.internal ? ' (internal)' : ''), table));
     }
     $('topics').replaceChildren(frag);
+  }
+
+  // actionCell offers a preferred election where the partition has a
+  // live leader that is not its first replica.
+  function actionCell(topic, p) {
+    const td = el('td', { class: 'actions' });
+    const preferred = (p.replicas || [])[0];
+    if (p.leader >= 0 && preferred !== undefined && p.leader !== preferred) {
+      td.append(el('button', { type: 'button', 'data-action': 'elect-preferred', 'data-topic': topic, 'data-partition': p.partition,
+        title: 'move leadership back to the preferred replica ' + preferred }, 'elect ' + preferred));
+    }
+    return td;
+  }
+
+  function showResult(ok, text) {
+    const out = $('action-result');
+    out.textContent = text;
+    out.className = ok ? 'ok' : 'failed';
+  }
+
+  // act POSTs an action with the page's token; same-origin only.
+  async function act(action, body) {
+    showResult(true, action + '…');
+    try {
+      const resp = await fetch('/api/actions/' + action, {
+        method: 'POST', credentials: 'same-origin', cache: 'no-store',
+        headers: { 'Content-Type': 'application/json', 'X-Kbroker-Console-Token': actionsToken },
+        body: JSON.stringify(body),
+      });
+      const res = await resp.json().catch(() => ({ ok: false, message: resp.status + ' ' + resp.statusText }));
+      showResult(resp.ok && res.ok, res.message || String(resp.status));
+    } catch (err) {
+      showResult(false, action + ': ' + err);
+    }
+  }
+
+  function setUpActions() {
+    if (!api.actions) return;
+    $('actions-section').hidden = false;
+    // Delegated: rows are re-rendered every push.
+    $('topics').addEventListener('click', (e) => {
+      const b = e.target.closest('button[data-action="elect-preferred"]');
+      if (!b) return;
+      act('elect-preferred', { topic: b.dataset.topic, partition: +b.dataset.partition });
+    });
+    $('delete-records').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const f = e.target;
+      act('delete-records', { topic: f.elements.topic.value, partition: +f.elements.partition.value, offset: +f.elements.offset.value });
+    });
   }
 
   function renderGroups(s) {
@@ -116,7 +174,7 @@
   }
 
   function spark(values, label, unit) {
-    const w = 220, h = 30;
+    const w = 180, h = 28;
     const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
     svg.setAttribute('class', 'spark'); svg.setAttribute('width', w); svg.setAttribute('height', h);
     const maxV = Math.max(1e-9, ...values);
@@ -160,6 +218,7 @@
     renderTopics(s);
     renderGroups(s);
     renderRates(state.rates);
+    api.rates = (state.rates || []).length;
     api.renders++;
     if (api.firstRenderMs < 0) {
       api.firstRenderMs = performance.now() - started;
@@ -170,6 +229,7 @@
     }
   }
 
+  setUpActions();
   try {
     render(JSON.parse($('initial-state').textContent));
   } catch (err) {

@@ -182,8 +182,13 @@ func (m *Manager) handleLogDirFailure(dir string) {
 			stopping = append(stopping, p)
 			m.offlineReplicas[tp] = p.topicID
 		} else if id, ok := m.stored[tp]; ok {
+			// Also a stored log being opened (open.go): its opener
+			// finds it offline and closes it.
 			delete(m.stored, tp)
 			m.offlineReplicas[tp] = id
+		} else if mark, ok := m.opening[tp]; ok {
+			// A new log being created there: the same.
+			m.offlineReplicas[tp] = mark.topicID
 		} else {
 			continue
 		}

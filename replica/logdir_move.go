@@ -163,6 +163,12 @@ func (m *Manager) AlterLogDir(tp TopicPartition, dir string) error {
 	}
 	for {
 		m.mu.Lock()
+		if mark, opening := m.opening[tp]; opening {
+			// Moved once open, from wherever it was opened.
+			m.mu.Unlock()
+			<-mark.done
+			continue
+		}
 		p, ok := m.partitions[tp]
 		if !ok {
 			if _, stored := m.stored[tp]; !stored {

@@ -65,6 +65,10 @@ type Config struct {
 	OnLogDirFailure func(LogDirFailure)
 	// Cleaner configures the log cleaner of compacted topics (RunCleaner).
 	Cleaner CleanerConfig
+	// RecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir: how
+	// many logs of one log dir OpenAll opens (recovers), and Close
+	// closes, at a time. 0: DefaultRecoveryThreadsPerDataDir.
+	RecoveryThreadsPerDataDir int
 }
 
 // Stats counts replication events for metrics.
@@ -102,10 +106,20 @@ type Manager struct {
 	// hwAtStart is the high watermark checkpoint read at Open.
 	hwAtStart map[TopicPartition]int64
 
-	// mu guards partitions, stored and hwAtStart. Lock order: Manager.mu
-	// before Partition.mu.
+	// openHook, when set (tests), is called by every open of a log
+	// outside mu, before the log is read.
+	openHook func(TopicPartition)
+
+	// mu guards the maps below, hwAtStart and closed. Lock order:
+	// Manager.mu before Partition.mu.
 	mu         sync.RWMutex
 	partitions map[TopicPartition]*Partition
+	// opening are the partitions whose logs are being opened outside mu
+	// (open.go): a second open, a removal or a move of one waits for
+	// the marker's channel. A stored log stays in stored meanwhile.
+	opening map[TopicPartition]*openingLog
+	// closed: Close began; no log opens any more.
+	closed bool
 	// stored are the partition logs found in the log dir at Open that no
 	// view has opened (or deleted) since, with their recorded topic ids.
 	stored map[TopicPartition][16]byte
@@ -151,6 +165,7 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		cleanDirs:       map[string]bool{},
 		stored:          map[TopicPartition][16]byte{},
 		retiring:        map[TopicPartition]chan struct{}{},
+		opening:         map[TopicPartition]*openingLog{},
 		location:        map[TopicPartition]string{},
 		preferred:       map[TopicPartition]string{},
 		moves:           map[TopicPartition]*logMove{},
@@ -254,18 +269,23 @@ func (m *Manager) LogDirs() []string { return slices.Clone(m.dirs) }
 // placeLocked returns the log dir for a new log of tp: the one
 // AlterReplicaLogDirs asked for, else the dir with the fewest logs.
 func (m *Manager) placeLocked(tp TopicPartition) (string, error) {
+	var counts map[string]int
+	if len(m.dirs) > 1 {
+		// Counting walks every log: not for a single dir, where it
+		// decides nothing.
+		counts = m.logCountsLocked()
+	}
+	return m.placeCountedLocked(tp, counts)
+}
+
+// placeCountedLocked is placeLocked with the logs per dir counted by the
+// caller (nil for a single dir), who counts the chosen dir's new log.
+func (m *Manager) placeCountedLocked(tp TopicPartition, counts map[string]int) (string, error) {
 	if dir, ok := m.preferred[tp]; ok && m.failures.err(dir) == nil {
 		delete(m.preferred, tp)
 		return dir, nil
 	}
-	counts := map[string]int{}
-	for _, dir := range m.location {
-		counts[dir]++
-	}
-	for _, mv := range m.moves {
-		counts[mv.dest]++
-	}
-	dir := nextLogDir(m.dirs, counts, func(d string) bool { return m.failures.err(d) == nil })
+	dir := nextLogDir(m.dirs, counts, m.dirUsable)
 	if dir == "" {
 		return "", fmt.Errorf("create log of %s: no log directories available, tried %s: %w",
 			tp, strings.Join(m.dirs, ", "), kerr.KafkaStorageError)
@@ -317,43 +337,6 @@ func (m *Manager) Replicas() []Replica {
 	return out
 }
 
-// open returns the partition tp of topic topicID, opening (or creating) its
-// log if needed. A partition open under another topic id is an earlier
-// incarnation of the same name, deleted while this broker did not hear of
-// it: it is stopped and its data deleted first, so not one of its records
-// is served or copied under the new topic.
-func (m *Manager) open(tp TopicPartition, topicID [16]byte, cfg PartitionConfig) (*Partition, error) {
-	for {
-		m.mu.Lock()
-		if done, ok := m.retiring[tp]; ok {
-			// Its log is being closed or deleted: opening the directory
-			// now would map files being cut.
-			m.mu.Unlock()
-			<-done
-			continue
-		}
-		old, ok := m.partitions[tp]
-		if ok && old.topicID != topicID && old.topicID != ([16]byte{}) && topicID != ([16]byte{}) {
-			delete(m.hwAtStart, tp)
-			done := m.startRetiringLocked(tp)
-			m.mu.Unlock()
-			old.logger.Warn("replica belongs to an earlier topic of the same name: deleting it",
-				"old_topic_id", topicIDString(old.topicID), "topic_id", topicIDString(topicID))
-			dir := old.log().Dir()
-			err := m.retire(old, true)
-			m.afterDelete(tp, old.topicID, dir, err)
-			m.doneRetiring(tp, done)
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		p, err := m.openLocked(tp, topicID, cfg)
-		m.mu.Unlock()
-		return p, err
-	}
-}
-
 // startRetiringLocked takes tp out of the hosted partitions and marks it
 // as being closed, so no open of its directory starts until doneRetiring.
 func (m *Manager) startRetiringLocked(tp TopicPartition) chan struct{} {
@@ -369,94 +352,6 @@ func (m *Manager) doneRetiring(tp TopicPartition, done chan struct{}) {
 	delete(m.retiring, tp)
 	m.mu.Unlock()
 	close(done)
-}
-
-// openLocked opens (or creates) a partition's log and rebuilds its producer
-// state from the batches in it.
-func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg PartitionConfig) (*Partition, error) {
-	if p, ok := m.partitions[tp]; ok {
-		return p, nil
-	}
-	if err := m.offlineLocked(tp); err != nil {
-		return nil, err
-	}
-	if _, ok := m.location[tp]; !ok {
-		home, err := m.placeLocked(tp)
-		if err != nil {
-			return nil, err
-		}
-		m.location[tp] = home
-	}
-	delete(m.stored, tp)
-	home := m.location[tp]
-	dir := m.partitionDirLocked(tp)
-	if recorded, ok, err := readPartitionTopicID(dir); err != nil {
-		m.logger.Warn("unreadable partition.metadata; keeping the log", "partition", tp.String(), "err", err)
-	} else if ok && recorded != topicID && topicID != ([16]byte{}) {
-		// The log belongs to an earlier topic of the same name, deleted
-		// while this broker did not hear of it.
-		m.logger.Warn("log belongs to a deleted topic of the same name: removing it", "partition", tp.String(),
-			"old_topic_id", topicIDString(recorded), "topic_id", topicIDString(topicID))
-		if err := segment.RemoveDir(dir); err != nil {
-			return nil, fmt.Errorf("remove stale log of %s: %w", tp, err)
-		}
-		delete(m.hwAtStart, tp)
-	}
-	log, err := segment.Open(dir, cfg.Log, m.cleanDirs[home], m.logger.With("partition", tp.String()))
-	if err != nil {
-		return nil, fmt.Errorf("open log of %s: %w", tp, err)
-	}
-	p := &Partition{
-		tp:            tp,
-		topicID:       topicID,
-		self:          m.cfg.BrokerID,
-		logger:        m.logger.With("partition", tp.String()),
-		isrs:          m.cfg.ISRWriter,
-		logDirFailed:  m.logDirFailed,
-		descriptorLog: m.descriptorLog,
-		stats:         &m.stats,
-		sendFiles:     m.sendFiles,
-		cfg:           cfg,
-		leaderEpoch:   -1,
-		leaderID:      -1,
-		followers:     map[int32]*followerState{},
-		producers:     newProducerStates(),
-		changed:       make(chan struct{}),
-		// From the checkpoint, else the log start: as leader it rises as
-		// ISR followers report their log ends; as follower it comes from
-		// the leader. (A single-replica ISR raises it to the log end.)
-		highWatermark: log.StartOffset(),
-	}
-	p.logPtr.Store(log)
-	if hw, ok := m.hwAtStart[tp]; ok {
-		p.highWatermark = max(log.StartOffset(), min(hw, log.EndOffset()))
-	}
-	// Rebuild producer state: the last batches of every producer, and
-	// its open transaction, are in the log.
-	if err := p.rebuildProducersLocked(); err != nil {
-		log.Close()
-		return nil, err
-	}
-	if leo := log.EndOffset(); p.loadedFrom < leo {
-		// The next open starts here instead of reading this again.
-		p.snapshotLocked(leo)
-	}
-	if topicID != ([16]byte{}) {
-		if err := writePartitionTopicID(dir, topicID); err != nil {
-			log.Close()
-			return nil, fmt.Errorf("write partition.metadata of %s: %w", tp, err)
-		}
-	}
-	m.partitions[tp] = p
-	if dest, ok := m.resumeMoves[tp]; ok {
-		delete(m.resumeMoves, tp)
-		if dest != home {
-			m.logger.Info("resuming the move of a replica to another log dir that a restart interrupted",
-				"partition", tp.String(), "from", home, "to", dest)
-			m.startMoveLocked(p, dest)
-		}
-	}
-	return p, nil
 }
 
 // MakeLeader makes this broker the leader of tp at leaderEpoch with the given
@@ -530,7 +425,12 @@ func (m *Manager) StopLeading(tp TopicPartition) {
 func (m *Manager) Remove(tp TopicPartition, deleteData bool) error {
 	m.mu.Lock()
 	for {
+		// A log being closed, or being opened (open.go), is removed once
+		// that is done.
 		done, busy := m.retiring[tp]
+		if mark, opening := m.opening[tp]; opening {
+			done, busy = mark.done, true
+		}
 		if !busy {
 			break
 		}
@@ -669,9 +569,17 @@ func (m *Manager) RunRetention(ctx context.Context) {
 
 // Close closes every log and writes the clean-shutdown marker in each log
 // dir whose logs all closed cleanly, so the next start skips their
-// recovery. Moves between log dirs stop; their future logs stay, and the
-// moves start again with the next run.
+// recovery. Opens under way finish first and no other begins; the logs
+// are flushed and closed in parallel, RecoveryThreadsPerDataDir at a time
+// in each log dir (Kafka's LogManager.shutdown). Moves between log dirs
+// stop; their future logs stay, and the moves start again with the next
+// run.
 func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	// Before the moves stop: an open that ends resumes a move.
+	m.waitOpeningLocked()
+	m.mu.Unlock()
 	m.stopMoves()
 	m.moveWG.Wait()
 	m.fetchers.closeAll()
@@ -682,21 +590,7 @@ func (m *Manager) Close() error {
 	parts := m.partitions
 	m.partitions = map[TopicPartition]*Partition{}
 	m.mu.Unlock()
-	var errs []error
-	failedDirs := map[string]bool{}
-	for _, p := range parts {
-		p.mu.Lock()
-		p.isLeader = false
-		p.notifyLocked()
-		// Kafka's clean close: the producer state at the log end, so
-		// the next start reads no batch header.
-		p.snapshotLocked(p.log().EndOffset())
-		p.mu.Unlock()
-		if err := p.log().Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", p.tp, err))
-			failedDirs[filepath.Dir(p.log().Dir())] = true
-		}
-	}
+	failedDirs, errs := m.closeAll(parts)
 	for _, dir := range m.dirs {
 		if failedDirs[dir] || !m.dirUsable(dir) {
 			continue

@@ -34,8 +34,35 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 	var errs []error
 	configs := map[string]replica.PartitionConfig{}
 	badConfig := map[string]bool{}
-	for _, act := range planReplicas(b.self.ID, md, b.replicas.Replicas()) {
+	// topicConfig is t's partition config, read once per view; false
+	// when it cannot be read (the error is reported once): its replicas
+	// keep serving as before rather than act on a config we cannot read.
+	topicConfig := func(t *controller.Topic) (replica.PartitionConfig, bool) {
+		if pcfg, ok := configs[t.Name]; ok || badConfig[t.Name] {
+			return pcfg, ok
+		}
+		pcfg, err := b.partitionConfig(t.Configs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
+			badConfig[t.Name] = true
+			return pcfg, false
+		}
+		configs[t.Name] = pcfg
+		return pcfg, true
+	}
+	plan := planReplicas(b.self.ID, md, b.replicas.Replicas())
+	// openErrs are the logs the parallel open below could not open: the
+	// serial loop reports them instead of trying again.
+	var openErrs map[replica.TopicPartition]error
+	opened := false
+	for _, act := range plan {
 		tp := act.tp
+		if !opened && act.kind != actDelete {
+			// The deletions are done (they come first: a new
+			// incarnation is never opened over an old one's files).
+			opened = true
+			openErrs = b.openPlanned(plan, topicConfig)
+		}
 		part, hosted := b.replicas.Get(tp)
 		wasLeader := hosted && part.State().IsLeader
 		var ledEpoch int32 = -1
@@ -60,19 +87,12 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 			b.replicas.StopLeading(tp)
 		case actLead, actFollow:
 			t := act.topic
-			pcfg, ok := configs[t.Name]
-			if !ok && !badConfig[t.Name] {
-				var err error
-				if pcfg, err = b.partitionConfig(t.Configs); err != nil {
-					// Keep serving as before rather than act on a config
-					// we cannot read.
-					errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
-					badConfig[t.Name] = true
-				} else {
-					configs[t.Name] = pcfg
-				}
+			pcfg, ok := topicConfig(t)
+			if !ok {
+				continue
 			}
-			if badConfig[t.Name] {
+			if err := openErrs[tp]; err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			ps := t.Partitions[tp.Partition]
@@ -100,6 +120,45 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 		}
 	}
 	return errors.Join(withoutOfflineReplicaErrors(errs)...)
+}
+
+// openPlanned opens, in parallel (num.recovery.threads.per.data.dir per
+// log dir), the logs of the partitions plan makes this broker lead or
+// follow that are not open yet, so the role changes after find them open:
+// after a restart that is every partition, each recovered in turn
+// otherwise. It returns the partitions that failed to open, with why.
+func (b *Broker) openPlanned(plan []replicaAction, topicConfig func(*controller.Topic) (replica.PartitionConfig, bool)) map[replica.TopicPartition]error {
+	var reqs []replica.OpenRequest
+	for _, act := range plan {
+		if act.kind != actLead && act.kind != actFollow {
+			continue
+		}
+		if _, hosted := b.replicas.Get(act.tp); hosted {
+			continue
+		}
+		pcfg, ok := topicConfig(act.topic)
+		if !ok {
+			continue
+		}
+		reqs = append(reqs, replica.OpenRequest{TopicPartition: act.tp, TopicID: act.topic.ID, Config: pcfg})
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	var failed map[replica.TopicPartition]error
+	for i, err := range b.replicas.OpenAll(context.Background(), reqs) {
+		if err != nil {
+			if failed == nil {
+				failed = map[replica.TopicPartition]error{}
+			}
+			failed[reqs[i].TopicPartition] = err
+		}
+	}
+	if len(reqs) > 1 {
+		b.logger.Info("opened partition logs", "logs", len(reqs), "failed", len(failed), "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	return failed
 }
 
 // viewChangedLocked wakes everyone waiting for the next cluster view.

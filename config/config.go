@@ -39,6 +39,12 @@ type Config struct {
 	InterBrokerListenerName string
 	LogDirs                 []string // log.dirs / log.dir (default ./kbroker-data)
 	BrokerRack              string   // broker.rack
+	// NumRecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir:
+	// how many partition logs of one log dir are opened (recovered after
+	// a crash) at a time at start, and flushed and closed at a time at
+	// shutdown. Default max(2, GOMAXPROCS), not Kafka's 1 (see
+	// replica.DefaultRecoveryThreadsPerDataDir).
+	NumRecoveryThreadsPerDataDir int32
 
 	NumPartitions            int32 // num.partitions (default 1)
 	DefaultReplicationFactor int16 // default.replication.factor (default 1)

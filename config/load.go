@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +28,9 @@ func Default() Config {
 		LogDirs:                     []string{"./kbroker-data"},
 		// Unset in a ZooKeeper cluster (Load).
 		MetricsAddress: EmbeddedMetricsAddress,
+		// The opening of a log is part disk waits, part CPU: a thread
+		// per core, and two on one core (Kafka's default is 1).
+		NumRecoveryThreadsPerDataDir: int32(max(2, runtime.GOMAXPROCS(0))),
 
 		NumPartitions:            1,
 		DefaultReplicationFactor: 1,
@@ -421,6 +425,7 @@ func properties() []prop {
 		},
 		listProp("log.dirs", "data directories, comma-separated", func(c *Config) *[]string { return &c.LogDirs }),
 		stringProp("broker.rack", "rack of this broker, for replica placement", func(c *Config) *string { return &c.BrokerRack }),
+		int32Prop("num.recovery.threads.per.data.dir", "partition logs of one log dir opened (recovered) at a time at start, and closed at a time at shutdown (default max(2, GOMAXPROCS))", 1, math.MaxInt32, func(c *Config) *int32 { return &c.NumRecoveryThreadsPerDataDir }),
 
 		int32Prop("num.partitions", "partitions of auto-created topics", 1, math.MaxInt32, func(c *Config) *int32 { return &c.NumPartitions }),
 		int16Prop("default.replication.factor", "replication factor of auto-created topics", 1, func(c *Config) *int16 { return &c.DefaultReplicationFactor }),

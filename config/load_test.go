@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ group.initial.rebalance.delay.ms=0
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantUnknown := []string{"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
+	wantUnknown := []string{"num.io.threads", "num.network.threads",
 		"socket.receive.buffer.bytes", "socket.send.buffer.bytes"}
 	if !reflect.DeepEqual(unknown, wantUnknown) {
 		t.Errorf("unknown = %q\nwant %q", unknown, wantUnknown)
@@ -85,7 +86,8 @@ group.initial.rebalance.delay.ms=0
 		!reflect.DeepEqual(c.LogDirs, []string{"/var/lib/kafka/a", "/var/lib/kafka/b"}) || c.NumPartitions != 3 ||
 		c.LogRetentionMs != 72*time.Hour || c.ZookeeperConnect != "zk1:2181,zk2:2181/kafka" ||
 		c.GroupInitialRebalanceDelay != 0 || c.OffsetsTopicReplicationFactor != 3 ||
-		c.TransactionStateLogReplicationFactor != 1 || c.TransactionStateLogMinISR != 1 {
+		c.TransactionStateLogReplicationFactor != 1 || c.TransactionStateLogMinISR != 1 ||
+		c.NumRecoveryThreadsPerDataDir != 1 {
 		t.Errorf("loaded %+v", c)
 	}
 }
@@ -203,6 +205,8 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"group session bounds", []string{"group.min.session.timeout.ms=60000", "group.max.session.timeout.ms=1000"}, "group.min.session.timeout.ms", "group.max.session.timeout.ms"},
 		{"bad metrics address", []string{"kbroker.metrics.address=nocolon"}, "kbroker.metrics.address", "nocolon"},
 		{"min isr zero", []string{"min.insync.replicas=0"}, "min.insync.replicas", "0"},
+		{"no recovery threads", []string{"num.recovery.threads.per.data.dir=0"}, "num.recovery.threads.per.data.dir", "0"},
+		{"recovery threads not a number", []string{"num.recovery.threads.per.data.dir=many"}, "num.recovery.threads.per.data.dir", "many"},
 		{"override without =", []string{"num.partitions"}, "", "key=value"},
 		{"override with empty key", []string{"=3"}, "", "key=value"},
 	} {
@@ -410,5 +414,20 @@ func TestSecurityInterBrokerProtocol(t *testing.T) {
 		if c.InterBrokerListenerName != tc.want {
 			t.Errorf("Load(%v): inter-broker listener %q, want %q", tc.overrides, c.InterBrokerListenerName, tc.want)
 		}
+	}
+}
+
+// num.recovery.threads.per.data.dir defaults to a thread per core, at
+// least two, and an override wins.
+func TestRecoveryThreadsDefault(t *testing.T) {
+	if got, want := Default().NumRecoveryThreadsPerDataDir, int32(max(2, runtime.GOMAXPROCS(0))); got != want {
+		t.Errorf("default num.recovery.threads.per.data.dir = %d, want %d", got, want)
+	}
+	c, _, err := Load("", []string{"num.recovery.threads.per.data.dir=16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumRecoveryThreadsPerDataDir != 16 || c.Properties()["num.recovery.threads.per.data.dir"] != "16" {
+		t.Errorf("override: %d %q", c.NumRecoveryThreadsPerDataDir, c.Properties()["num.recovery.threads.per.data.dir"])
 	}
 }

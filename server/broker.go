@@ -159,6 +159,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		BrokerID:          b.cfg.BrokerID,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		ReplicaFetchWait:  b.cfg.ReplicaFetchWaitMax,
+		// Logs opened and closed at a time per log dir.
+		RecoveryThreadsPerDataDir: int(b.cfg.NumRecoveryThreadsPerDataDir),
 		// Checked with retention (log.retention.check.interval.ms).
 		ProducerIDExpiration: b.cfg.ProducerIDExpiration,
 		Cleaner: replica.CleanerConfig{

@@ -11,6 +11,7 @@ import (
 type ZooKeeperStatus struct {
 	Requests     *zk.RequestStats
 	SessionState string // Kafka's SessionState: CONNECTED, CONNECTING, EXPIRED, ...
+	Expiries     int64  // sessions found expired (Kafka's ZooKeeperExpiresPerSec)
 }
 
 // ZooKeeperStatus returns the ZooKeeper client's request latencies and
@@ -20,7 +21,7 @@ func (c *Cluster) ZooKeeperStatus() (ZooKeeperStatus, bool) {
 	if !ok {
 		return ZooKeeperStatus{}, false
 	}
-	return ZooKeeperStatus{Requests: s.RequestStats(), SessionState: s.SessionState()}, true
+	return ZooKeeperStatus{Requests: s.RequestStats(), SessionState: s.SessionState(), Expiries: s.SessionExpiries()}, true
 }
 
 // PendingView is one broker's queue of views the controller has still to

@@ -146,6 +146,9 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 			}
 			batches, headers, err := protocol.ValidateProduceRecords(rp.Records, part.MaxMessageBytes())
 			if err != nil {
+				if errors.Is(err, kerr.MessageTooLarge) {
+					b.ops.rejected(rt.Topic, len(rp.Records)) // Kafka's BytesRejectedPerSec
+				}
 				setErr(err)
 				continue
 			}

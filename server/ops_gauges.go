@@ -16,12 +16,12 @@ import (
 type opsCollector struct {
 	b *Broker
 
-	partitions, leaders, underMinISR *prometheus.Desc
-	logSize, logStart                *prometheus.Desc
-	groupCommitted, groupLag         *prometheus.Desc
-	groupMembers, groupLagSum        *prometheus.Desc
-	pendingViews                     *prometheus.Desc
-	zkLatency, zkSession, zkUp       *prometheus.Desc
+	partitions, leaders, underMinISR      *prometheus.Desc
+	logSize, logStart                     *prometheus.Desc
+	groupCommitted, groupLag              *prometheus.Desc
+	groupMembers, groupLagSum             *prometheus.Desc
+	pendingViews                          *prometheus.Desc
+	zkLatency, zkSession, zkUp, zkExpires *prometheus.Desc
 }
 
 // zooKeeperClient is what a ZooKeeper-backed control plane reports
@@ -48,11 +48,12 @@ func newOpsCollector(b *Broker) *opsCollector {
 		zkLatency:      prometheus.NewDesc("kbroker_zookeeper_request_latency_ms", "Latency of ZooKeeper requests (Kafka's ZooKeeperRequestLatencyMs).", nil, nil),
 		zkSession:      prometheus.NewDesc("kbroker_zookeeper_session_state", "1 for the ZooKeeper client's current session state (Kafka's SessionState: CONNECTED, CONNECTING, EXPIRED, ...).", []string{"state"}, nil),
 		zkUp:           prometheus.NewDesc("kbroker_zookeeper_connected", "1 while the broker has a live ZooKeeper session.", nil, nil),
+		zkExpires:      prometheus.NewDesc("kbroker_zookeeper_expires_total", "ZooKeeper sessions of this broker found expired (Kafka's ZooKeeperExpiresPerSec).", nil, nil),
 	}
 }
 
 func (m *opsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.partitions, m.leaders, m.underMinISR, m.logSize, m.logStart, m.groupCommitted, m.groupLag, m.groupLagSum, m.groupMembers, m.pendingViews, m.zkLatency, m.zkSession, m.zkUp} {
+	for _, d := range []*prometheus.Desc{m.partitions, m.leaders, m.underMinISR, m.logSize, m.logStart, m.groupCommitted, m.groupLag, m.groupLagSum, m.groupMembers, m.pendingViews, m.zkLatency, m.zkSession, m.zkUp, m.zkExpires} {
 		ch <- d
 	}
 }
@@ -127,6 +128,7 @@ func (m *opsCollector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(m.zkUp, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(m.zkExpires, prometheus.CounterValue, float64(zs.Expiries))
 }
 
 // minISR is topic's min.insync.replicas (its override, else the broker's

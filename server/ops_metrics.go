@@ -24,8 +24,8 @@ import (
 type opsMetrics struct {
 	requestQueue, local, remote, responseQueue, responseSend, total *prometheus.HistogramVec
 
-	bytesIn, messagesIn, bytesOut *prometheus.CounterVec
-	replicationBytesOut           prometheus.Counter
+	bytesIn, messagesIn, bytesOut, bytesRejected *prometheus.CounterVec
+	replicationBytesOut                          prometheus.Counter
 }
 
 // requestTimeBuckets are in milliseconds, as Kafka's *TimeMs histograms.
@@ -46,6 +46,7 @@ func newOpsMetrics() *opsMetrics {
 		bytesIn:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kbroker_topic_bytes_in_total", Help: "Record batch bytes appended from producers, by topic (Kafka's BytesInPerSec)."}, topic),
 		messagesIn:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kbroker_topic_messages_in_total", Help: "Records appended from producers, by topic (Kafka's MessagesInPerSec)."}, topic),
 		bytesOut:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kbroker_topic_bytes_out_total", Help: "Record bytes sent to consumers, by topic (Kafka's BytesOutPerSec; followers are counted in kbroker_replication_bytes_out_total)."}, topic),
+		bytesRejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kbroker_topic_bytes_rejected_total", Help: "Produce data bytes refused because a batch exceeded max.message.bytes, by topic (Kafka's BytesRejectedPerSec)."}, topic),
 		replicationBytesOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "kbroker_replication_bytes_out_total", Help: "Record bytes sent to follower replicas (Kafka's ReplicationBytesOutPerSec)."}),
 	}
 }
@@ -54,7 +55,10 @@ func newOpsMetrics() *opsMetrics {
 // /metrics registry.
 func (b *Broker) registerOpsMetrics(reg *prometheus.Registry) {
 	m := b.ops
-	reg.MustRegister(m.requestQueue, m.local, m.remote, m.responseQueue, m.responseSend, m.total, m.bytesIn, m.messagesIn, m.bytesOut, m.replicationBytesOut)
+	reg.MustRegister(m.requestQueue, m.local, m.remote, m.responseQueue, m.responseSend, m.total, m.bytesIn, m.messagesIn, m.bytesOut, m.bytesRejected, m.replicationBytesOut)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kbroker_replication_bytes_in_total",
+		Help: "Record bytes this broker's follower replicas fetched from leaders (Kafka's ReplicationBytesInPerSec)."},
+		func() float64 { return float64(b.replThrottle.fetchedBytes.Load()) }))
 	reg.MustRegister(newOpsCollector(b))
 }
 
@@ -132,6 +136,16 @@ func (m *opsMetrics) produced(topic string, batches [][]byte, headers []recordba
 	}
 	m.bytesIn.WithLabelValues(topic).Add(float64(size))
 	m.messagesIn.WithLabelValues(topic).Add(float64(records))
+}
+
+// rejected counts a partition's produce data refused for a batch over
+// max.message.bytes: all its bytes, as Kafka marks BytesRejectedPerSec
+// with the records' size when it throws RecordTooLargeException.
+func (m *opsMetrics) rejected(topic string, size int) {
+	if m == nil {
+		return
+	}
+	m.bytesRejected.WithLabelValues(topic).Add(float64(size))
 }
 
 // fetched counts record bytes of topic answered to a consumer or follower.

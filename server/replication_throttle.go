@@ -31,6 +31,10 @@ const (
 type replicationThrottle struct {
 	leader, follower replthrottle.Quota
 	sets             atomic.Pointer[throttledSets]
+	// fetchedBytes is every record byte this broker's followers fetched,
+	// throttled or not (Record sees them all): Kafka's
+	// ReplicationBytesInPerSec (ops_metrics.go).
+	fetchedBytes atomic.Int64
 }
 
 // throttledSets are the partitions a view throttles on this broker.
@@ -125,6 +129,7 @@ func (r *replicationThrottle) Hold(tp replica.TopicPartition) bool {
 // Record is replica.FollowerThrottle's: bytes fetched for a throttled
 // partition count towards the follower rate.
 func (r *replicationThrottle) Record(tp replica.TopicPartition, bytes int) {
+	r.fetchedBytes.Add(int64(bytes))
 	if r.current().follower[tp] {
 		r.follower.Record(bytes, time.Now())
 	}

@@ -48,6 +48,10 @@ func (r *RequestStats) Snapshot() (count uint64, sumMs float64, cumulative map[f
 // RequestStats is the Store's request latency histogram.
 func (s *Store) RequestStats() *RequestStats { return &s.requestStats }
 
+// SessionExpiries is how many of the Store's sessions were found expired
+// (Kafka's ZooKeeperExpiresPerSec counts the same events).
+func (s *Store) SessionExpiries() int64 { return s.expiries.Load() }
+
 // SessionState names the connection's state as Kafka's SessionState
 // gauge does (CONNECTED, CONNECTING, EXPIRED, CLOSED, ...).
 func (s *Store) SessionState() string {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -60,6 +61,7 @@ type Store struct {
 	ephemeral int64         // session id that last created one of our ephemerals
 
 	requestStats RequestStats // latency of every request attempt (metrics.go)
+	expiries     atomic.Int64 // sessions found expired (metrics.go)
 }
 
 // session is one ZooKeeper session of the Store.
@@ -256,6 +258,7 @@ func (s *Store) handleEvents(events <-chan gozk.Event) {
 				if s.session != nil && !s.session.dead {
 					// A new id means the old session is gone.
 					s.session.dead = true
+					s.expiries.Add(1)
 					close(s.session.expired)
 				}
 				if s.session != nil {
@@ -269,6 +272,7 @@ func (s *Store) handleEvents(events <-chan gozk.Event) {
 			if s.session != nil && !s.session.dead {
 				s.logger.Warn("ZooKeeper session expired", "session", fmt.Sprintf("0x%x", s.session.id))
 				s.session.dead = true
+				s.expiries.Add(1)
 				close(s.session.expired)
 			}
 		case gozk.StateDisconnected:

@@ -217,6 +217,7 @@ func (g *group) allTombstonesLocked() []record {
 	for _, tp := range tps {
 		records = append(records, offsetTombstone(g.id, tp))
 	}
+	records = append(records, g.shareStateTombstonesLocked()...)
 	if g.cg != nil {
 		return append(records, cgDeleteGroupRecords(g.id, g.cg)...)
 	}
@@ -233,7 +234,7 @@ func (g *group) killLocked() {
 	g.stopAllCGTimersLocked()
 	g.cg = nil
 	g.stopAllShareTimersLocked()
-	g.sg = nil
+	g.sg, g.shareStates = nil, nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
 		delete(g.pending, id)

@@ -123,8 +123,10 @@ type group struct {
 	cg       *cgState
 	cgTimers map[string]*cgMemberTimers
 	// sg is the membership of a share (KIP-932) group, nil otherwise
-	// (share_group.go).
-	sg *sgState
+	// (share_group.go). shareStates are its share partitions' durable
+	// states (share_state.go), published once stored.
+	sg          *sgState
+	shareStates map[shareStateKey]ShareState
 }
 
 func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group {

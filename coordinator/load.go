@@ -26,6 +26,8 @@ type loadedGroup struct {
 	pending map[int64]*openTxn
 	// cg: the consumer (KIP-848) group records, nil if none were seen.
 	cg *loadedCG
+	// shareStates: share partition states (share_state.go).
+	shareStates map[shareStateKey]ShareState
 }
 
 // loadStats describes a replay, for the snapshot trigger.
@@ -102,7 +104,18 @@ func (r *replay) apply(batch []byte) error {
 			return err
 		}
 		if !ok {
-			if v := keyVersion(rec.key); isConsumerGroupKeyVersion(v) {
+			if v := keyVersion(rec.key); v == shareStateKeyVersion {
+				group, _, err := decodeShareStateKey(rec.key)
+				if err != nil {
+					return err
+				}
+				lg := r.group(group)
+				states := map[string]map[shareStateKey]ShareState{group: lg.shareStates}
+				if err := applyShareStateRecord(states, rec.key, rec.value); err != nil {
+					return err
+				}
+				lg.shareStates = states[group]
+			} else if isConsumerGroupKeyVersion(v) {
 				k, err := decodeCGKey(rec.key)
 				if err != nil {
 					return err
@@ -217,7 +230,7 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[str
 		if lg.cg != nil {
 			cg = lg.cg.state()
 		}
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 && cg == nil {
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 && cg == nil && len(lg.shareStates) == 0 {
 			continue
 		}
 		src := lg
@@ -230,6 +243,7 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[str
 		}
 		g := restoreGroup(c, id, partition, src, now)
 		g.cg = cg
+		g.shareStates = lg.shareStates
 		groups[id] = g
 		stats.live += int64(len(lg.metaRaw)) + int64(len(lg.offsets))*int64(len(id)+64)
 		for pid := range lg.pending {
@@ -347,7 +361,7 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 	// A group with offsets of an open transaction stays (Kafka's
 	// GroupMetadata.hasOffsets counts them).
 	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0 && len(g.pendingTxn) == 0 &&
-		(g.cg == nil || len(g.cg.members) == 0) && g.sg == nil
+		(g.cg == nil || len(g.cg.members) == 0) && g.sg == nil && len(g.shareStates) == 0
 	if len(expired) == 0 && !die {
 		g.mu.Unlock()
 		return

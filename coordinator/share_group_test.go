@@ -171,3 +171,49 @@ func TestShareGroupSessionTimeout(t *testing.T) {
 		t.Fatalf("rejoin after the timeout: %+v", r)
 	}
 }
+
+// TestShareStateDurable: a share partition's stored state survives a
+// coordinator failover (replay) and a snapshot, a stale state epoch is
+// refused, and deleting the group removes it.
+func TestShareStateDurable(t *testing.T) {
+	cfg := cgTestConfig()
+	log := newMemLog()
+	c := startCoordinator(t, cfg, log)
+	want := ShareState{StateEpoch: 3, StartOffset: 17, Batches: []ShareStateBatch{{First: 17, Last: 17, DeliveryState: 0, DeliveryCount: 2}, {First: 18, Last: 20, DeliveryState: 2, DeliveryCount: 1}}}
+	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, want); code != 0 {
+		t.Fatalf("write: %d", code)
+	}
+	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 2, StartOffset: 99}); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("write with a stale state epoch: %d, want FENCED_STATE_EPOCH", code)
+	}
+	check := func(c *Coordinator, what string) {
+		t.Helper()
+		got, found, code := c.ReadShareState("sg", topicA, 1)
+		if code != 0 || !found || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: read %+v found %v code %d, want %+v", what, got, found, code, want)
+		}
+		if _, found, _ := c.ReadShareState("sg", topicA, 2); found {
+			t.Fatalf("%s: partition 2 has a state", what)
+		}
+	}
+	check(c, "written")
+	c.Close()
+	c2 := startCoordinator(t, cfg, log)
+	check(c2, "after a failover")
+	if err := c2.snapshot(ctxT(t), c2.PartitionFor("sg")); err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	c3 := startCoordinator(t, cfg, log)
+	check(c3, "after a snapshot and a failover")
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{"sg"}
+	if code := c3.DeleteGroups(ctxT(t), req).Groups[0].ErrorCode; code != 0 {
+		t.Fatalf("delete: %d", code)
+	}
+	c3.Close()
+	c4 := startCoordinator(t, cfg, log)
+	if _, found, _ := c4.ReadShareState("sg", topicA, 1); found {
+		t.Fatal("share state back after the group was deleted")
+	}
+}

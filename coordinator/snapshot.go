@@ -285,6 +285,7 @@ func (g *group) durableRecordsLocked(out []record) []record {
 		// live state is the durable one.
 		out = append(out, cgStateRecords(g.id, g.cg)...)
 	}
+	out = append(out, g.shareStateRecordsLocked()...)
 	for _, tp := range sortedPartitions(g.offsets) {
 		o := g.offsets[tp]
 		r := offsetRecord(g.id, tp, o)

@@ -718,6 +718,26 @@ func azScenarios() []azScenario {
 			req.Topics = append(req.Topics, rt)
 			return req
 		}},
+		{name: "ReadShareGroupState", key: kmsg.ReadShareGroupState.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrReadShareGroupStateRequest()
+			req.GroupID = n.group
+			rt := kmsg.NewReadShareGroupStateRequestTopic()
+			rt.TopicID = n.topicID
+			rt.Partitions = []kmsg.ReadShareGroupStateRequestTopicPartition{{Partition: 0}}
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
+		{name: "WriteShareGroupState", key: kmsg.WriteShareGroupState.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrWriteShareGroupStateRequest()
+			req.GroupID = n.group
+			rt := kmsg.NewWriteShareGroupStateRequestTopic()
+			rt.TopicID = n.topicID
+			rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+			rp.StartOffset = 0
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
 		{name: "DescribeGroups", key: kmsg.DescribeGroups.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.Version, req.Groups, req.IncludeAuthorizedOperations = 5, []string{n.group}, true

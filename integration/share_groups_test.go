@@ -37,6 +37,8 @@ type shareRaw struct {
 	member  string
 	topicID [16]byte
 	epoch   int32
+	// maxRecords is each fetch's MaxRecords (0: 500).
+	maxRecords int32
 }
 
 func newShareRaw(t *testing.T, cl *kgo.Client, group, member, topic string) *shareRaw {
@@ -62,6 +64,9 @@ func (s *shareRaw) fetch(maxWait time.Duration, acks ...int64) (kmsg.ShareFetchR
 	req.GroupID, req.MemberID = kmsg.StringPtr(s.group), kmsg.StringPtr(s.member)
 	req.ShareSessionEpoch = s.epoch
 	req.MaxWaitMillis, req.MaxBytes, req.MaxRecords = int32(maxWait.Milliseconds()), 1<<20, 500
+	if s.maxRecords > 0 {
+		req.MaxRecords = s.maxRecords
+	}
 	rt := kmsg.NewShareFetchRequestTopic()
 	rt.TopicID = s.topicID
 	rp := kmsg.NewShareFetchRequestTopicPartition()

@@ -106,16 +106,19 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 		return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 	}
 	if !found {
-		// share.auto.offset.reset=latest: the high watermark, stored
-		// at once so a failover does not skip what arrives meanwhile.
+		// share.auto.offset.reset=latest: the high watermark.
 		start = st.HighWatermark
-		if err := sl.store.Save(ctx, ps.Key, start, nil); err != nil {
-			return nil, fmt.Errorf("store initial share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
-		}
 	}
 	p := share.Restore(sl.b.shareConfig(), start, batches)
 	if st.LogStartOffset > p.StartOffset() {
 		p.MoveStart(st.LogStartOffset) // records gone from the log are not delivered
+	}
+	// Stored at once under this leader's epoch: a new partition's start
+	// is fixed (a failover does not skip what arrives meanwhile), and the
+	// previous leader's later writes are fenced.
+	start, batches = p.Snapshot()
+	if err := sl.store.Save(ctx, ps.Key, st.LeaderEpoch, start, batches); err != nil {
+		return nil, fmt.Errorf("store share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 	}
 	ps.SetLocked(p, st.LeaderEpoch)
 	return ps, nil
@@ -150,7 +153,8 @@ func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState
 	before, _ := p.Snapshot()
 	start, states := next.Snapshot()
 	if !renewOnly(batches) || start != before {
-		if err := sl.store.Save(ctx, ps.Key, start, states); err != nil {
+		_, epoch := ps.PartitionLocked()
+		if err := sl.store.Save(ctx, ps.Key, epoch, start, states); err != nil {
 			sl.b.logger.Warn("failed to store share acknowledgements", "group", ps.Key.Group, "partition", ps.Key.Partition, "err", err)
 			return protocol.ErrorCode(err)
 		}

@@ -243,6 +243,10 @@ func Rules() []Rule {
 			refused(groupFailed, "", g(read, group)),
 			refused(topicFailed, "", g(read, topic)),
 		}},
+		// Inter-broker: a partition leader reads and writes share state
+		// with the group's coordinator.
+		{kmsg.ReadShareGroupState.Int16(), []Check{refused(clusterFailed, "", g(clusterAction, cluster))}},
+		{kmsg.WriteShareGroupState.Int16(), []Check{refused(clusterFailed, "", g(clusterAction, cluster))}},
 	}
 }
 

@@ -1,0 +1,213 @@
+package coordinator
+
+// Durable share-partition state (KIP-932). Kafka keeps it in
+// __share_group_state through a separate share coordinator; kbroker keeps
+// it with the group, in the group's __consumer_offsets partition (RF 3 in a
+// cluster, replayed on load, rewritten by snapshots, tombstoned with the
+// group), so it fails over with the group coordinator. A partition leader
+// reads it when it becomes leader and writes it before it answers the
+// acknowledgements that changed it (server/85_share_group_state.go, over
+// Kafka's ReadShareGroupState / WriteShareGroupState requests).
+//
+// Record (kbroker's own key version, which Kafka's readers skip as an
+// unknown version; no Kafka record has it):
+//
+//	key:   int16 version 0x4b53 ("KS"), string group, [16]byte topic id, int32 partition
+//	value: int16 version 0, int32 state epoch, int64 start offset,
+//	       int32 n, n x (int64 first, int64 last, int8 delivery state, int16 delivery count)
+//
+// A nil value is the tombstone.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+const shareStateKeyVersion int16 = 0x4b53
+
+// ShareStateBatch is a run of in-flight records with one delivery state
+// (Kafka's PersisterStateBatch: 0 available, 2 acknowledged, 4 archived).
+type ShareStateBatch struct {
+	First, Last   int64
+	DeliveryState int8
+	DeliveryCount int16
+}
+
+// ShareState is one share partition's stored state.
+type ShareState struct {
+	StateEpoch  int32
+	StartOffset int64
+	Batches     []ShareStateBatch
+}
+
+type shareStateKey struct {
+	topicID   [16]byte
+	partition int32
+}
+
+func shareStateRecordKey(group string, k shareStateKey) []byte {
+	b := make([]byte, 0, 2+2+len(group)+16+4)
+	b = binary.BigEndian.AppendUint16(b, uint16(shareStateKeyVersion))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(group)))
+	b = append(b, group...)
+	b = append(b, k.topicID[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(k.partition))
+}
+
+func shareStateRecordValue(st ShareState) []byte {
+	b := make([]byte, 0, 2+4+8+4+len(st.Batches)*19)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(st.StateEpoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(st.StartOffset))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(st.Batches)))
+	for _, sb := range st.Batches {
+		b = binary.BigEndian.AppendUint64(b, uint64(sb.First))
+		b = binary.BigEndian.AppendUint64(b, uint64(sb.Last))
+		b = append(b, byte(sb.DeliveryState))
+		b = binary.BigEndian.AppendUint16(b, uint16(sb.DeliveryCount))
+	}
+	return b
+}
+
+var errShortShareState = errors.New("short share state record")
+
+func decodeShareStateKey(key []byte) (string, shareStateKey, error) {
+	if len(key) < 4 {
+		return "", shareStateKey{}, errShortShareState
+	}
+	n := int(binary.BigEndian.Uint16(key[2:]))
+	if len(key) != 4+n+16+4 {
+		return "", shareStateKey{}, fmt.Errorf("%w: key of %d bytes", errShortShareState, len(key))
+	}
+	group := string(key[4 : 4+n])
+	var k shareStateKey
+	copy(k.topicID[:], key[4+n:])
+	k.partition = int32(binary.BigEndian.Uint32(key[4+n+16:]))
+	return group, k, nil
+}
+
+func decodeShareStateValue(v []byte) (ShareState, error) {
+	var st ShareState
+	if len(v) < 18 {
+		return st, errShortShareState
+	}
+	st.StateEpoch = int32(binary.BigEndian.Uint32(v[2:]))
+	st.StartOffset = int64(binary.BigEndian.Uint64(v[6:]))
+	n := int(binary.BigEndian.Uint32(v[14:]))
+	rest := v[18:]
+	if n < 0 || len(rest) != n*19 {
+		return st, fmt.Errorf("%w: %d batches in %d bytes", errShortShareState, n, len(rest))
+	}
+	for i := 0; i < n; i++ {
+		r := rest[i*19:]
+		st.Batches = append(st.Batches, ShareStateBatch{
+			First:         int64(binary.BigEndian.Uint64(r)),
+			Last:          int64(binary.BigEndian.Uint64(r[8:])),
+			DeliveryState: int8(r[16]),
+			DeliveryCount: int16(binary.BigEndian.Uint16(r[17:])),
+		})
+	}
+	return st, nil
+}
+
+// applyShareStateRecord replays one share state record into states.
+func applyShareStateRecord(states map[string]map[shareStateKey]ShareState, key, value []byte) error {
+	group, k, err := decodeShareStateKey(key)
+	if err != nil {
+		return err
+	}
+	if value == nil {
+		delete(states[group], k)
+		return nil
+	}
+	st, err := decodeShareStateValue(value)
+	if err != nil {
+		return err
+	}
+	if states[group] == nil {
+		states[group] = map[shareStateKey]ShareState{}
+	}
+	states[group][k] = st
+	return nil
+}
+
+// shareStateRecordsLocked are the records that restore g's share states
+// (snapshots).
+func (g *group) shareStateRecordsLocked() []record {
+	var out []record
+	for k, st := range g.shareStates {
+		out = append(out, record{key: shareStateRecordKey(g.id, k), value: shareStateRecordValue(st)})
+	}
+	return out
+}
+
+// shareStateTombstonesLocked delete g's share states (group deletion).
+func (g *group) shareStateTombstonesLocked() []record {
+	var out []record
+	for k := range g.shareStates {
+		out = append(out, record{key: shareStateRecordKey(g.id, k)})
+	}
+	return out
+}
+
+// ReadShareState returns the stored state of group's share partition
+// (found false: none). code is NOT_COORDINATOR and the like when this
+// broker does not own the group.
+func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition int32) (st ShareState, found bool, code int16) {
+	g, code := c.lookup(group, false)
+	if code != 0 || g == nil {
+		return st, false, code
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if code := g.statusLocked(); code != 0 {
+		return st, false, code
+	}
+	st, found = g.shareStates[shareStateKey{topicID, partition}]
+	return st, found, 0
+}
+
+// WriteShareState stores the state of group's share partition and returns
+// once it is durable in __consumer_offsets (0) or Kafka's error code.
+// A state epoch older than the stored one is refused (FENCED_STATE_EPOCH):
+// a deposed partition leader cannot overwrite its successor's state.
+func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID [16]byte, partition int32, st ShareState) int16 {
+	g, code := c.lookup(group, true)
+	if code != 0 {
+		return code
+	}
+	if err := g.acquireWrite(ctx); err != nil {
+		return errCoordinatorNotAvailable
+	}
+	defer g.releaseWrite()
+	k := shareStateKey{topicID, partition}
+	g.mu.Lock()
+	if code := g.statusLocked(); code != 0 {
+		g.mu.Unlock()
+		return code
+	}
+	if cur, ok := g.shareStates[k]; ok && st.StateEpoch < cur.StateEpoch {
+		g.mu.Unlock()
+		return kerr.FencedStateEpoch.Code
+	}
+	g.mu.Unlock()
+	code = 0
+	c.writeGroup(ctx, g, c.now(), []record{{key: shareStateRecordKey(group, k), value: shareStateRecordValue(st)}}, func(err error) {
+		if err != nil {
+			code = appendErrorCode(err, false)
+			c.logger.Warn("failed to store share partition state", "group", group, "partition", partition, "err", err, "code", code)
+			return
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.shareStates == nil {
+			g.shareStates = map[shareStateKey]ShareState{}
+		}
+		g.shareStates[k] = st
+	})
+	return code
+}

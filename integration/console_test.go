@@ -582,7 +582,15 @@ func TestConsoleBrowserActions(t *testing.T) {
 		}
 		return nil
 	})
-	br.eval(t, `document.getElementById('action-result').textContent`, &result)
+	// The page reports the leader's answer.
+	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		br.eval(t, `document.getElementById('action-result').textContent`, &result)
+		br.eval(t, `document.getElementById('action-result').className`, &class)
+		if class != "ok" || !strings.Contains(result, "log start offset now 40") {
+			return fmt.Errorf("the page says %q (%s)", result, class)
+		}
+		return nil
+	})
 	t.Logf("delete records: the page says %q", result)
 	br.screenshot(t, "console-actions-after.png")
 	br.noErrors(t)

@@ -218,6 +218,7 @@ func (g *group) allTombstonesLocked() []record {
 		records = append(records, offsetTombstone(g.id, tp))
 	}
 	records = append(records, g.shareStateTombstonesLocked()...)
+	records = append(records, g.groupConfigTombstonesLocked()...)
 	if g.cg != nil {
 		return append(records, cgDeleteGroupRecords(g.id, g.cg)...)
 	}
@@ -234,7 +235,7 @@ func (g *group) killLocked() {
 	g.stopAllCGTimersLocked()
 	g.cg = nil
 	g.stopAllShareTimersLocked()
-	g.sg, g.shareStates = nil, nil
+	g.sg, g.shareStates, g.configs = nil, nil, nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
 		delete(g.pending, id)

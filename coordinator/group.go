@@ -127,6 +127,9 @@ type group struct {
 	// states (share_state.go), published once stored.
 	sg          *sgState
 	shareStates map[shareStateKey]ShareState
+	// configs are the group's dynamic configs (share_group_config.go),
+	// published once stored.
+	configs map[string]string
 }
 
 func newGroup(c *Coordinator, id string, partition int32, now time.Time) *group {

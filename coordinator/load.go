@@ -28,6 +28,8 @@ type loadedGroup struct {
 	cg *loadedCG
 	// shareStates: share partition states (share_state.go).
 	shareStates map[shareStateKey]ShareState
+	// configs: the group's dynamic configs (share_group_config.go).
+	configs map[string]string
 }
 
 // loadStats describes a replay, for the snapshot trigger.
@@ -104,7 +106,19 @@ func (r *replay) apply(batch []byte) error {
 			return err
 		}
 		if !ok {
-			if v := keyVersion(rec.key); v == shareStateKeyVersion {
+			if v := keyVersion(rec.key); v == groupConfigKeyVersion {
+				group, err := decodeGroupConfigKey(rec.key)
+				if err != nil {
+					return err
+				}
+				lg := r.group(group)
+				lg.configs = nil
+				if rec.value != nil {
+					if lg.configs, err = decodeGroupConfigValue(rec.value); err != nil {
+						return err
+					}
+				}
+			} else if v == shareStateKeyVersion {
 				group, _, err := decodeShareStateKey(rec.key)
 				if err != nil {
 					return err
@@ -230,7 +244,7 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[str
 		if lg.cg != nil {
 			cg = lg.cg.state()
 		}
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 && cg == nil && len(lg.shareStates) == 0 {
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.pending) == 0 && cg == nil && len(lg.shareStates) == 0 && len(lg.configs) == 0 {
 			continue
 		}
 		src := lg
@@ -244,6 +258,7 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[str
 		g := restoreGroup(c, id, partition, src, now)
 		g.cg = cg
 		g.shareStates = lg.shareStates
+		g.configs = lg.configs
 		groups[id] = g
 		stats.live += int64(len(lg.metaRaw)) + int64(len(lg.offsets))*int64(len(id)+64)
 		for pid := range lg.pending {
@@ -361,7 +376,7 @@ func (g *group) expire(ctx context.Context, now time.Time) {
 	// A group with offsets of an open transaction stays (Kafka's
 	// GroupMetadata.hasOffsets counts them).
 	die := g.state == stateEmpty && len(g.offsets) == len(expired) && len(g.pending) == 0 && len(g.pendingTxn) == 0 &&
-		(g.cg == nil || len(g.cg.members) == 0) && g.sg == nil && len(g.shareStates) == 0
+		(g.cg == nil || len(g.cg.members) == 0) && g.sg == nil && len(g.shareStates) == 0 && len(g.configs) == 0
 	if len(expired) == 0 && !die {
 		g.mu.Unlock()
 		return

@@ -22,6 +22,7 @@ package coordinator
 import (
 	"context"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -286,6 +287,7 @@ func (c *Coordinator) ShareGroupHeartbeat(ctx context.Context, req *kmsg.ShareGr
 		g.sg = &sgState{members: map[string]*sgMember{}, timers: map[string]*sgTimer{}}
 		c.logger.Info("created share group", "group", g.id, "member", r.memberID)
 	}
+	cfg = g.shareConfigLocked(cfg)
 	res := decideShareHeartbeat(g.sg, r, c.topicImage(), cfg)
 	if res.code != 0 {
 		return fail(res.code, res.msg)
@@ -457,4 +459,20 @@ func (c *Coordinator) ShareGroupExists(id string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.sg != nil && g.state != stateDead && g.unloadCode == 0
+}
+
+// shareConfigLocked applies the group's share.session.timeout.ms and
+// share.heartbeat.interval.ms configs (share_group_config.go) to cfg.
+func (g *group) shareConfigLocked(cfg sgConfig) sgConfig {
+	if v, ok := g.configs["share.session.timeout.ms"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			cfg.sessionTimeout = time.Duration(n) * time.Millisecond
+		}
+	}
+	if v, ok := g.configs["share.heartbeat.interval.ms"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			cfg.heartbeatInterval = time.Duration(n) * time.Millisecond
+		}
+	}
+	return cfg
 }

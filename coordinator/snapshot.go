@@ -286,6 +286,7 @@ func (g *group) durableRecordsLocked(out []record) []record {
 		out = append(out, cgStateRecords(g.id, g.cg)...)
 	}
 	out = append(out, g.shareStateRecordsLocked()...)
+	out = append(out, g.groupConfigRecordsLocked()...)
 	for _, tp := range sortedPartitions(g.offsets) {
 		o := g.offsets[tp]
 		r := offsetRecord(g.id, tp, o)

@@ -900,6 +900,9 @@ func azScenarios() []azScenario {
 		{name: "DescribeConfigs/broker", key: kmsg.DescribeConfigs.Int16(), checks: []int{1}, req: func(*azNames) kmsg.Request {
 			return azDescribeConfigs(kmsg.ConfigResourceTypeBroker, "0")
 		}},
+		{name: "DescribeConfigs/group", key: kmsg.DescribeConfigs.Int16(), checks: []int{2}, req: func(n *azNames) kmsg.Request {
+			return azDescribeConfigs(kmsg.ConfigResourceTypeGroupConfig, n.group)
+		}},
 		{name: "AlterConfigs/topic", key: kmsg.AlterConfigs.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
 			return azAlterConfigs(kmsg.ConfigResourceTypeTopic, n.topic, "retention.ms", "3600000")
 		}},
@@ -950,6 +953,9 @@ func azScenarios() []azScenario {
 		}},
 		{name: "IncrementalAlterConfigs/broker", key: kmsg.IncrementalAlterConfigs.Int16(), checks: []int{1}, req: func(*azNames) kmsg.Request {
 			return azIncrementalAlterConfigs(kmsg.ConfigResourceTypeBroker, "0", "", "")
+		}},
+		{name: "IncrementalAlterConfigs/group", key: kmsg.IncrementalAlterConfigs.Int16(), checks: []int{2}, req: func(n *azNames) kmsg.Request {
+			return azIncrementalAlterConfigs(kmsg.ConfigResourceTypeGroupConfig, n.group, "share.auto.offset.reset", "earliest")
 		}},
 		{name: "OffsetDelete", key: kmsg.OffsetDelete.Int16(), checks: []int{0, 1}, req: func(n *azNames) kmsg.Request {
 			req := kmsg.NewPtrOffsetDeleteRequest()

@@ -412,3 +412,90 @@ func TestShareGroupBadInput(t *testing.T) {
 		t.Fatalf("member-1 after the refused heartbeats: %+v", r)
 	}
 }
+
+// TestShareGroupConfigs: the GROUP config resource. share.auto.offset.reset
+// set to earliest before any member fetches makes a franz-go share
+// consumer read the records produced before it joined; the value is
+// described as a group config; unknown names and bad values answer
+// INVALID_CONFIG and change nothing.
+func TestShareGroupConfigs(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	admin := b.Client(t)
+	topic, group := "share-configs", "sg-configs"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	produceShare(t, admin, topic, 0, 50)
+
+	alter := func(name, value string) int16 {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = name, kmsg.StringPtr(value)
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(testContext(t, 10*time.Second), admin)
+		if err != nil {
+			t.Fatalf("IncrementalAlterConfigs: %v", err)
+		}
+		return resp.Resources[0].ErrorCode
+	}
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(testContext(t, 10*time.Second), admin)
+		if err != nil || resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("DescribeConfigs: %v %+v", err, resp)
+		}
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range resp.Resources[0].Configs {
+			out[c.Name] = c
+		}
+		return out
+	}
+	if d := describe()["share.auto.offset.reset"]; d.Value == nil || *d.Value != "latest" || d.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("default share.auto.offset.reset: %+v", d)
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"share.no.such.config", "1"},
+		{"share.auto.offset.reset", "sometimes"},
+		{"share.record.lock.duration.ms", "-5"},
+	} {
+		if code := alter(tc.name, tc.value); code != kerr.InvalidConfig.Code {
+			t.Errorf("%s=%s: %v, want INVALID_CONFIG", tc.name, tc.value, kerr.ErrorForCode(code))
+		}
+	}
+	if code := alter("share.auto.offset.reset", "earliest"); code != 0 {
+		t.Fatalf("set earliest: %v", kerr.ErrorForCode(code))
+	}
+	if code := alter("share.record.lock.duration.ms", "15000"); code != 0 {
+		t.Fatalf("set lock duration: %v", kerr.ErrorForCode(code))
+	}
+	d := describe()
+	if v := d["share.auto.offset.reset"]; v.Value == nil || *v.Value != "earliest" || v.Source != kmsg.ConfigSourceGroupConfig {
+		t.Fatalf("share.auto.offset.reset after the change: %+v", v)
+	}
+	if v := d["share.record.lock.duration.ms"]; v.Value == nil || *v.Value != "15000" {
+		t.Fatalf("share.record.lock.duration.ms after the change: %+v", v)
+	}
+
+	// The group's configs survive a restart (they are in __consumer_offsets).
+	b.Restart()
+	admin = b.Client(t)
+	if v := describe()["share.auto.offset.reset"]; v.Value == nil || *v.Value != "earliest" {
+		t.Fatalf("share.auto.offset.reset after a restart: %+v", v)
+	}
+
+	cl := b.Client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	seen := map[int64]bool{}
+	ctx := testContext(t, 30*time.Second)
+	for len(seen) < 50 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { seen[r.Offset] = true })
+		cl.MarkAcks(kgo.AckAccept)
+	}
+	if len(seen) != 50 {
+		t.Fatalf("earliest: %d of the 50 records produced before the group read", len(seen))
+	}
+}

@@ -50,7 +50,7 @@ import (
 
 func init() { registerAPI(kmsg.DescribeConfigs.Int16(), 0, 4, handleDescribeConfigs) }
 
-func handleDescribeConfigs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeConfigs(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	opts := describeOptions{synonyms: req.IncludeSynonyms, docs: req.IncludeDocumentation}
@@ -70,6 +70,8 @@ func handleDescribeConfigs(_ context.Context, b *Broker, rc *requestContext, kre
 			configs, err = b.describeTopicConfigs(rr.ResourceName, opts)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			configs, err = b.describeBrokerConfigs(rr.ResourceName, opts)
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			configs, err = b.describeGroupConfigs(ctx, rr.ResourceName, opts) // share_group_configs.go
 		default:
 			err = fmt.Errorf("%w: describing configs is only supported for topics and brokers, not resource type %s", kerr.InvalidRequest, rr.ResourceType)
 		}

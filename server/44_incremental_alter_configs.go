@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,7 +35,7 @@ func init() {
 	registerAPI(kmsg.IncrementalAlterConfigs.Int16(), 0, 1, handleIncrementalAlterConfigs)
 }
 
-func handleIncrementalAlterConfigs(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 
@@ -46,6 +47,9 @@ func handleIncrementalAlterConfigs(_ context.Context, b *Broker, rc *requestCont
 		return b.configsRefusal(rc, acl.OpAlterConfigs, rtype, name)
 	}
 	for i, err := range b.alterConfigResources(changes, req.ValidateOnly, refused) {
+		if rr := req.Resources[i]; rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig && !errors.Is(err, errDuplicateResource) && refused(rr.ResourceType, rr.ResourceName) == nil {
+			err = b.alterGroupConfigs(ctx, rr, req.ValidateOnly) // share_group_configs.go
+		}
 		st := kmsg.NewIncrementalAlterConfigsResponseResource()
 		st.ResourceType = req.Resources[i].ResourceType
 		st.ResourceName = req.Resources[i].ResourceName

@@ -15,10 +15,11 @@ package server
 // topic, else that topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
 //
 // A share partition's start offset is share.auto.offset.reset's choice
-// (latest, Kafka's default: the high watermark when the group first
-// fetches the partition) unless its durable state says otherwise
-// (share_state.go); the state is reloaded whenever this broker becomes
-// the partition's leader anew.
+// (the group config: latest, Kafka's default, is the high watermark when
+// the group first fetches the partition; earliest the log start) unless
+// its durable state says otherwise (85_write_share_group_state.go); the
+// state is reloaded whenever this broker becomes the partition's leader
+// anew.
 
 import (
 	"context"
@@ -98,18 +99,30 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	ps.Lock()
 	defer ps.Unlock()
 	if p, epoch := ps.PartitionLocked(); p != nil && epoch == st.LeaderEpoch {
-		p.SetConfig(sl.b.shareConfig())
 		return ps, nil
 	}
+	// The group's configs as of this load (share.auto.offset.reset,
+	// share.record.lock.duration.ms); a later change applies from the
+	// next load (a leadership change).
+	settings, err := sl.b.shareGroupSettings(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("read configs of group %s: %w", group, err)
+	}
+	cfg := sl.b.shareConfig()
+	cfg.LockDuration = settings.lockDuration
 	start, batches, found, err := sl.store.Load(ctx, ps.Key)
 	if err != nil {
 		return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 	}
 	if !found {
-		// share.auto.offset.reset=latest: the high watermark.
+		// share.auto.offset.reset: latest (Kafka's default) is the high
+		// watermark, earliest the log start.
 		start = st.HighWatermark
+		if settings.earliest {
+			start = st.LogStartOffset
+		}
 	}
-	p := share.Restore(sl.b.shareConfig(), start, batches)
+	p := share.Restore(cfg, start, batches)
 	if st.LogStartOffset > p.StartOffset() {
 		p.MoveStart(st.LogStartOffset) // records gone from the log are not delivered
 	}
@@ -351,6 +364,13 @@ func handleShareFetch(ctx context.Context, b *Broker, rc *requestContext, kreq k
 		t.topic, t.part, t.err = resolve(tp)
 		if t.err == nil {
 			t.ps, t.err = sl.sharePartition(ctx, group, tp, t.part)
+		}
+		if t.err == nil {
+			t.ps.Lock()
+			if p, _ := t.ps.PartitionLocked(); p != nil {
+				resp.AcquisitionLockTimeoutMillis = int32(p.Config().LockDuration.Milliseconds())
+			}
+			t.ps.Unlock()
 		}
 		if t.err != nil {
 			e := entry(tp)

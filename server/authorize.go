@@ -305,6 +305,10 @@ func (b *Broker) configsRefusal(rc *requestContext, op kmsg.ACLOperation, rtype 
 		if !b.authorizeCluster(rc, op) {
 			return errClusterRefused
 		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !b.authorize(rc, op, acl.ResourceGroup, name) {
+			return &refusal{kerr.GroupAuthorizationFailed, "Group authorization failed."}
+		}
 	}
 	return nil
 }

@@ -179,6 +179,7 @@ func Rules() []Rule {
 		{kmsg.DescribeConfigs.Int16(), []Check{
 			refused(topicFailed, "topic resources", g(describeConfigs, topic)),
 			refused(clusterFailed, "broker resources", g(describeConfigs, cluster)),
+			refused(groupFailed, "group resources", g(describeConfigs, group)),
 		}},
 		{kmsg.AlterConfigs.Int16(), []Check{
 			refused(topicFailed, "topic resources", g(alterConfigs, topic)),
@@ -195,6 +196,7 @@ func Rules() []Rule {
 		{kmsg.IncrementalAlterConfigs.Int16(), []Check{
 			refused(topicFailed, "topic resources", g(alterConfigs, topic)),
 			refused(clusterFailed, "broker resources", g(alterConfigs, cluster)),
+			refused(groupFailed, "group resources", g(alterConfigs, group)),
 		}},
 		{kmsg.OffsetDelete.Int16(), []Check{
 			refused(groupFailed, "", g(del, group)),

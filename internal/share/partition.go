@@ -412,3 +412,6 @@ func (p *Partition) Clone() *Partition {
 func (p *Partition) Replace(next *Partition) {
 	p.cfg, p.start, p.recs = next.cfg, next.start, next.recs
 }
+
+// Config returns the partition's settings.
+func (p *Partition) Config() Config { return p.cfg }

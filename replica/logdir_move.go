@@ -384,14 +384,21 @@ func (m *Manager) trySwap(ctx context.Context, p *Partition, mv *logMove, future
 	p.notifyLocked()
 	p.logger.Info("replica moved to another log dir", "from", filepath.Dir(src), "to", mv.dest,
 		"log_end_offset", moved.EndOffset(), "size", moved.Size())
+	// Both counted in moveWG (the move holds a count, so adding is
+	// safe), so that Close waits for them: they write in the log dirs.
+	m.moveWG.Add(2)
 	go func() {
+		defer m.moveWG.Done()
 		if err := os.RemoveAll(doomed); err != nil {
 			p.logger.Warn("deleting the moved replica's old log failed (removed at the next start)", "path", doomed, "err", err)
 		}
 	}()
 	// Done under p.mu: Manager.mu is never taken while holding it, so the
 	// location is updated by the caller's goroutine after.
-	go m.afterMove(tp, mv.dest)
+	go func() {
+		defer m.moveWG.Done()
+		m.afterMove(tp, mv.dest)
+	}()
 	return true, nil
 }
 

@@ -211,3 +211,159 @@ func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID
 	})
 	return code
 }
+
+// shareAdminGroupLocked checks that g may have its share offsets changed by
+// an operator (Kafka's AlterShareGroupOffsets / DeleteShareGroupOffsets):
+// a share group with no member, or an empty group that becomes one. It
+// returns Kafka's group-level code.
+func (g *group) shareAdminGroupLocked() int16 {
+	if code := g.statusLocked(); code != 0 {
+		return code
+	}
+	if g.sg == nil {
+		if !g.isEmptyClassicLocked() || g.protocolType != "" || g.storedMeta != nil || len(g.offsets) > 0 {
+			return errGroupIDNotFound
+		}
+		g.sg = &sgState{members: map[string]*sgMember{}, timers: map[string]*sgTimer{}}
+	}
+	if len(g.sg.members) > 0 {
+		return errNonEmptyGroup
+	}
+	return 0
+}
+
+// ShareStartOffset is one partition of an AlterShareGroupOffsets.
+type ShareStartOffset struct {
+	TopicID     [16]byte
+	Partition   int32
+	StartOffset int64
+}
+
+// AlterShareOffsets sets share partitions' start offsets (their in-flight
+// state is dropped), as Kafka's AlterShareGroupOffsets: the group must be
+// a share group without members (NON_EMPTY_GROUP), and is made one if it
+// does not exist. The stored state epoch moves on, so a leader holding the
+// old state reloads it (its writes are fenced). It returns the group's
+// code (0: every partition stored).
+func (c *Coordinator) AlterShareOffsets(ctx context.Context, group string, offsets []ShareStartOffset) int16 {
+	g, code := c.lookup(group, true)
+	if code != 0 {
+		return code
+	}
+	if err := g.acquireWrite(ctx); err != nil {
+		return errCoordinatorNotAvailable
+	}
+	defer g.releaseWrite()
+	g.mu.Lock()
+	if code := g.shareAdminGroupLocked(); code != 0 {
+		g.dropIfShellLocked()
+		g.mu.Unlock()
+		return code
+	}
+	next := make(map[shareStateKey]ShareState, len(offsets))
+	var records []record
+	for _, o := range offsets {
+		k := shareStateKey{o.TopicID, o.Partition}
+		st := ShareState{StateEpoch: g.shareStates[k].StateEpoch + 1, StartOffset: o.StartOffset}
+		next[k] = st
+		records = append(records, record{key: shareStateRecordKey(group, k), value: shareStateRecordValue(st)})
+	}
+	g.mu.Unlock()
+	code = 0
+	c.writeGroup(ctx, g, c.now(), records, func(err error) {
+		if err != nil {
+			code = appendErrorCode(err, false)
+			return
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.shareStates == nil {
+			g.shareStates = map[shareStateKey]ShareState{}
+		}
+		for k, st := range next {
+			g.shareStates[k] = st
+		}
+	})
+	return code
+}
+
+// DeleteShareOffsets removes the share state of every partition of the
+// given topics (Kafka's DeleteShareGroupOffsets; same group rules as
+// AlterShareOffsets, but a group must exist: GROUP_ID_NOT_FOUND).
+func (c *Coordinator) DeleteShareOffsets(ctx context.Context, group string, topicIDs [][16]byte) int16 {
+	g, code := c.lookup(group, false)
+	if code != 0 {
+		return code
+	}
+	if g == nil {
+		return errGroupIDNotFound
+	}
+	if err := g.acquireWrite(ctx); err != nil {
+		return errCoordinatorNotAvailable
+	}
+	defer g.releaseWrite()
+	g.mu.Lock()
+	if code := g.shareAdminGroupLocked(); code != 0 {
+		g.mu.Unlock()
+		return code
+	}
+	drop := map[[16]byte]bool{}
+	for _, id := range topicIDs {
+		drop[id] = true
+	}
+	var gone []shareStateKey
+	var records []record
+	for k := range g.shareStates {
+		if drop[k.topicID] {
+			gone = append(gone, k)
+			records = append(records, record{key: shareStateRecordKey(group, k)})
+		}
+	}
+	g.mu.Unlock()
+	if len(records) == 0 {
+		return 0
+	}
+	code = 0
+	c.writeGroup(ctx, g, c.now(), records, func(err error) {
+		if err != nil {
+			code = appendErrorCode(err, false)
+			return
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, k := range gone {
+			delete(g.shareStates, k)
+		}
+	})
+	return code
+}
+
+// ShareStartOffsets returns the stored start offset of every share
+// partition of group (topic id -> partition -> SPSO), for
+// DescribeShareGroupOffsets; code GROUP_ID_NOT_FOUND for a group that is
+// not a share group and has no share state.
+func (c *Coordinator) ShareStartOffsets(group string) (map[[16]byte]map[int32]int64, int16) {
+	g, code := c.lookup(group, false)
+	if code != 0 {
+		return nil, code
+	}
+	if g == nil {
+		return nil, errGroupIDNotFound
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if code := g.statusLocked(); code != 0 {
+		return nil, code
+	}
+	if g.sg == nil && len(g.shareStates) == 0 {
+		return nil, errGroupIDNotFound
+	}
+	out := map[[16]byte]map[int32]int64{}
+	for k, st := range g.shareStates {
+		if out[k.topicID] == nil {
+			out[k.topicID] = map[int32]int64{}
+		}
+		out[k.topicID][k.partition] = st.StartOffset
+	}
+	return out, 0
+}

@@ -718,6 +718,53 @@ func azScenarios() []azScenario {
 			req.Topics = append(req.Topics, rt)
 			return req
 		}},
+		{name: "DescribeShareGroupOffsets", key: kmsg.DescribeShareGroupOffsets.Int16(), checks: []int{0, 1}, setup: func(t *testing.T, e *azEnv, n *azNames) {
+			// The group becomes a share group with state on the topic.
+			del := kmsg.NewPtrDeleteGroupsRequest()
+			del.Groups = []string{n.group}
+			if dresp, err := del.RequestWith(e.ctx(t), e.admin); err != nil || dresp.Groups[0].ErrorCode != 0 {
+				t.Fatalf("deleting the classic group: %v %v", err, dresp)
+			}
+			req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+			req.GroupID = n.group
+			rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+			rt.Topic = n.topic
+			rt.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 0}}
+			req.Topics = append(req.Topics, rt)
+			if resp, err := req.RequestWith(e.ctx(t), e.admin); err != nil || resp.ErrorCode != 0 {
+				t.Fatalf("share offsets setup: %v %v", err, resp)
+			}
+		}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+			rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+			rg.GroupID = n.group
+			rg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: n.topic, Partitions: []int32{0}}}
+			req.Groups = append(req.Groups, rg)
+			return req
+		}},
+		{name: "AlterShareGroupOffsets", key: kmsg.AlterShareGroupOffsets.Int16(), checks: []int{0, 1}, setup: func(t *testing.T, e *azEnv, n *azNames) {
+			del := kmsg.NewPtrDeleteGroupsRequest()
+			del.Groups = []string{n.group}
+			if dresp, err := del.RequestWith(e.ctx(t), e.admin); err != nil || dresp.Groups[0].ErrorCode != 0 {
+				t.Fatalf("deleting the classic group: %v %v", err, dresp)
+			}
+		}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+			req.GroupID = n.group
+			rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+			rt.Topic = n.topic
+			rt.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 0}}
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
+		{name: "DeleteShareGroupOffsets", key: kmsg.DeleteShareGroupOffsets.Int16(), checks: []int{0, 1}, req: func(n *azNames) kmsg.Request {
+			req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+			req.GroupID = n.group
+			rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+			rt.Topic = n.topic
+			req.Topics = append(req.Topics, rt)
+			return req
+		}},
 		{name: "ReadShareGroupState", key: kmsg.ReadShareGroupState.Int16(), checks: []int{0}, req: func(n *azNames) kmsg.Request {
 			req := kmsg.NewPtrReadShareGroupStateRequest()
 			req.GroupID = n.group

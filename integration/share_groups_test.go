@@ -499,3 +499,93 @@ func TestShareGroupConfigs(t *testing.T) {
 		t.Fatalf("earliest: %d of the 50 records produced before the group read", len(seen))
 	}
 }
+
+// TestShareGroupOffsetsAdmin: Describe/Alter/DeleteShareGroupOffsets on
+// the group's coordinator; an altered start offset takes effect on the
+// partition leader that already held the group's state (the next share
+// session reloads it), and an altered group answers NON_EMPTY_GROUP while
+// it has members.
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	admin := b.Client(t)
+	topic, group := "share-admin", "sg-admin"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	initShareGroup(t, admin, group, topic)
+	produceShare(t, admin, topic, 0, 20)
+
+	m := newShareRaw(t, admin, group, "m", topic)
+	if p, _ := m.fetch(5 * time.Second); len(p.AcquiredRecords) == 0 {
+		t.Fatal("nothing acquired")
+	}
+	if top, part := m.ack(m.epoch, 0, 4, 1); top != 0 || part != 0 {
+		t.Fatalf("accept 0-4: %d/%d", top, part)
+	}
+	m.epoch = -1
+	if _, code := m.fetch(0); code != 0 {
+		t.Fatalf("closing the session: %v", kerr.ErrorForCode(code))
+	}
+	describe := func() int64 {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = group
+		rg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}}
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(testContext(t, 10*time.Second), admin)
+		if err != nil || resp.Groups[0].ErrorCode != 0 || resp.Groups[0].Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, resp)
+		}
+		return resp.Groups[0].Topics[0].Partitions[0].StartOffset
+	}
+	if got := describe(); got != 5 {
+		t.Fatalf("start offset after accepting 0-4: %d, want 5", got)
+	}
+	alter := func(start int64) int16 {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: start}}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testContext(t, 10*time.Second), admin)
+		if err != nil {
+			t.Fatalf("AlterShareGroupOffsets: %v", err)
+		}
+		return resp.ErrorCode
+	}
+	if code := alter(12); code != 0 {
+		t.Fatalf("alter: %v", kerr.ErrorForCode(code))
+	}
+	if got := describe(); got != 12 {
+		t.Fatalf("start offset after the alter: %d, want 12", got)
+	}
+	n := newShareRaw(t, admin, group, "n", topic)
+	p, _ := n.fetch(5 * time.Second)
+	if offs, _ := acquiredOffsets(p); len(offs) != 8 || offs[0] != 12 {
+		t.Fatalf("after the alter a new session acquired %v, want 12-19", offs)
+	}
+	// A member makes the group non-empty: operators must wait.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "member", []string{topic}
+	if r, err := hb.RequestWith(testContext(t, 10*time.Second), admin); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v %+v", err, r)
+	}
+	if code := alter(0); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter of a group with a member: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(code))
+	}
+	if got := describe(); got != 12 {
+		t.Fatalf("start offset after the refused alter: %d, want 12", got)
+	}
+	hb.MemberEpoch = -1
+	if r, err := hb.RequestWith(testContext(t, 10*time.Second), admin); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %+v", err, r)
+	}
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = group
+	del.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: topic}}
+	if resp, err := del.RequestWith(testContext(t, 10*time.Second), admin); err != nil || resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteShareGroupOffsets: %v %+v", err, resp)
+	}
+	if got := describe(); got != -1 {
+		t.Fatalf("start offset after the delete: %d, want -1", got)
+	}
+}

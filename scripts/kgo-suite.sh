@@ -31,7 +31,8 @@ go run scripts/scram-user.go -broker "127.0.0.1:$port" -user kgo -password "$scr
 # takes a -test.skip pattern to leave some out. The KIP-848 variants (the .../848 subtests of
 # TestGroupETL, TestTxnEtl and TestGroupSimple, Test848RegexBrokerResolves) need no switch:
 # franz-go's tests run them whenever the broker advertises ConsumerGroupHeartbeat v1, as
-# kbroker does. Share group tests (KIP-932) skip themselves: ShareFetch is not served.
+# kbroker does. The share group tests (KIP-932: TestShareGroup*, TestConsumeRegexShareSkipsInternal)
+# run whenever the broker advertises ShareFetch v2 and ShareAcknowledge v2, as kbroker does.
 skip=${KGO_SKIP:-^$}
 set +e
 (cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_SCRAM_SEEDS="127.0.0.1:$scram_port" \
@@ -50,4 +51,9 @@ fail848=$(grep -cE -- '--- FAIL: [^ ]*848' "$work/kgo.out" || true)
 skip848=$(grep -cE -- '--- SKIP: [^ ]*848' "$work/kgo.out" || true)
 echo "kgo suite: $pass passed, $fail failed, $skipped skipped (exit $rc; full output in ${KGO_OUT:-/tmp/kgo-suite.out})"
 echo "KIP-848 (consumer group protocol) tests and variants: $pass848 passed, $fail848 failed, $skip848 skipped"
+share_tests='(TestShareGroup[A-Za-z]*|TestConsumeRegexShareSkipsInternal) '
+pass_share=$(grep -cE -- "^--- PASS: $share_tests" "$work/kgo.out" || true)
+fail_share=$(grep -cE -- "^--- FAIL: $share_tests" "$work/kgo.out" || true)
+skip_share=$(grep -cE -- "^--- SKIP: $share_tests" "$work/kgo.out" || true)
+echo "KIP-932 (share group) tests: $pass_share passed, $fail_share failed, $skip_share skipped"
 exit $rc

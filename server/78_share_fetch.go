@@ -88,9 +88,11 @@ type shareTarget struct {
 }
 
 // sharePartition returns the share partition of group on part, loaded for
-// part's current leader epoch (from the durable state, else started at the
-// high watermark). Call without locks.
-func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp share.TP, part *replica.Partition) (*share.PartitionState, error) {
+// part's current leader epoch (from the durable state, else started by
+// share.auto.offset.reset). With verify (a share session opening) a loaded
+// state is checked against the stored one's epoch first and reloaded if an
+// operator changed it (Alter/DeleteShareGroupOffsets). Call without locks.
+func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp share.TP, part *replica.Partition, verify bool) (*share.PartitionState, error) {
 	ps := sl.mgr.Partition(share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition})
 	st := part.State()
 	if !st.IsLeader {
@@ -98,8 +100,19 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	}
 	ps.Lock()
 	defer ps.Unlock()
+	var stored *storedShareState
 	if p, epoch := ps.PartitionLocked(); p != nil && epoch == st.LeaderEpoch {
-		return ps, nil
+		if !verify {
+			return ps, nil
+		}
+		s, err := sl.store.Load(ctx, ps.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+		}
+		if s.found && s.stateEpoch == ps.StateEpochLocked() {
+			return ps, nil
+		}
+		stored = &s
 	}
 	// The group's configs as of this load (share.auto.offset.reset,
 	// share.record.lock.duration.ms); a later change applies from the
@@ -110,11 +123,15 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	}
 	cfg := sl.b.shareConfig()
 	cfg.LockDuration = settings.lockDuration
-	start, batches, found, err := sl.store.Load(ctx, ps.Key)
-	if err != nil {
-		return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+	if stored == nil {
+		s, err := sl.store.Load(ctx, ps.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+		}
+		stored = &s
 	}
-	if !found {
+	start, batches := stored.start, stored.batches
+	if !stored.found {
 		// share.auto.offset.reset: latest (Kafka's default) is the high
 		// watermark, earliest the log start.
 		start = st.HighWatermark
@@ -126,14 +143,15 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	if st.LogStartOffset > p.StartOffset() {
 		p.MoveStart(st.LogStartOffset) // records gone from the log are not delivered
 	}
-	// Stored at once under this leader's epoch: a new partition's start
-	// is fixed (a failover does not skip what arrives meanwhile), and the
+	// Stored at once under a new state epoch: a new partition's start is
+	// fixed (a failover does not skip what arrives meanwhile), and the
 	// previous leader's later writes are fenced.
+	stateEpoch := stored.stateEpoch + 1
 	start, batches = p.Snapshot()
-	if err := sl.store.Save(ctx, ps.Key, st.LeaderEpoch, start, batches); err != nil {
+	if err := sl.store.Save(ctx, ps.Key, stateEpoch, start, batches); err != nil {
 		return nil, fmt.Errorf("store share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 	}
-	ps.SetLocked(p, st.LeaderEpoch)
+	ps.SetLocked(p, st.LeaderEpoch, stateEpoch)
 	return ps, nil
 }
 
@@ -166,9 +184,13 @@ func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState
 	before, _ := p.Snapshot()
 	start, states := next.Snapshot()
 	if !renewOnly(batches) || start != before {
-		_, epoch := ps.PartitionLocked()
-		if err := sl.store.Save(ctx, ps.Key, epoch, start, states); err != nil {
+		if err := sl.store.Save(ctx, ps.Key, ps.StateEpochLocked(), start, states); err != nil {
 			sl.b.logger.Warn("failed to store share acknowledgements", "group", ps.Key.Group, "partition", ps.Key.Partition, "err", err)
+			if errors.Is(err, kerr.FencedStateEpoch) {
+				// A newer leader or an operator wrote the state: what is
+				// here is stale, and is loaded again on next use.
+				ps.SetLocked(nil, -1, 0)
+			}
 			return protocol.ErrorCode(err)
 		}
 	}
@@ -338,7 +360,7 @@ func handleShareFetch(ctx context.Context, b *Broker, rc *requestContext, kreq k
 			topic, part, err := resolve(tp)
 			if err == nil {
 				var ps *share.PartitionState
-				if ps, err = sl.sharePartition(ctx, group, tp, part); err == nil {
+				if ps, err = sl.sharePartition(ctx, group, tp, part, false); err == nil {
 					e.AcknowledgeErrorCode = sl.acknowledge(ctx, ps, member, batches, maxType, now)
 					continue
 				}
@@ -363,7 +385,7 @@ func handleShareFetch(ctx context.Context, b *Broker, rc *requestContext, kreq k
 		t := &shareTarget{tp: tp, strict: req.ShareAcquireMode == 1}
 		t.topic, t.part, t.err = resolve(tp)
 		if t.err == nil {
-			t.ps, t.err = sl.sharePartition(ctx, group, tp, t.part)
+			t.ps, t.err = sl.sharePartition(ctx, group, tp, t.part, req.ShareSessionEpoch == 0)
 		}
 		if t.err == nil {
 			t.ps.Lock()

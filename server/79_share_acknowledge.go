@@ -77,7 +77,7 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, rc *requestContext, 
 				part, err := b.localPartitionOf(t.Name, rt.TopicID, rp.Partition)
 				var ps *share.PartitionState
 				if err == nil {
-					ps, err = sl.sharePartition(ctx, group, tp, part)
+					ps, err = sl.sharePartition(ctx, group, tp, part, false)
 				}
 				if err != nil {
 					op.ErrorCode = protocol.ErrorCode(err)

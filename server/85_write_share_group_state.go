@@ -60,10 +60,18 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, rc *requestConte
 	return resp, nil
 }
 
+// storedShareState is a share partition's durable state as loaded.
+type storedShareState struct {
+	found      bool
+	stateEpoch int32
+	start      int64
+	batches    []share.StateBatch
+}
+
 // shareStateStore keeps share partitions' durable state.
 type shareStateStore interface {
 	// Load returns the stored state of k (found false: none).
-	Load(ctx context.Context, k share.Key) (start int64, batches []share.StateBatch, found bool, err error)
+	Load(ctx context.Context, k share.Key) (storedShareState, error)
 	// Save replaces k's stored state once it is durable; stateEpoch is the
 	// writing leader's epoch.
 	Save(ctx context.Context, k share.Key, stateEpoch int32, start int64, batches []share.StateBatch) error
@@ -126,7 +134,7 @@ func (s *coordinatorShareStore) retry(ctx context.Context, try func(ctx context.
 	}
 }
 
-func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (int64, []share.StateBatch, bool, error) {
+func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedShareState, error) {
 	var st coordinator.ShareState
 	var found bool
 	err := s.retry(ctx, func(ctx context.Context) (int16, error) {
@@ -167,13 +175,16 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (int64, [
 		return 0, nil
 	})
 	if err != nil {
-		return 0, nil, false, err
+		return storedShareState{}, err
 	}
-	var batches []share.StateBatch
+	out := storedShareState{found: found, stateEpoch: st.StateEpoch, start: st.StartOffset}
+	if !found {
+		out.stateEpoch = 0
+	}
 	for _, sb := range st.Batches {
-		batches = append(batches, share.StateBatch{First: sb.First, Last: sb.Last, State: share.RecordState(sb.DeliveryState), Deliveries: sb.DeliveryCount})
+		out.batches = append(out.batches, share.StateBatch{First: sb.First, Last: sb.Last, State: share.RecordState(sb.DeliveryState), Deliveries: sb.DeliveryCount})
 	}
-	return st.StartOffset, batches, found, nil
+	return out, nil
 }
 
 func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, stateEpoch int32, start int64, batches []share.StateBatch) error {

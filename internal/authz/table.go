@@ -249,6 +249,20 @@ func Rules() []Rule {
 		// with the group's coordinator.
 		{kmsg.ReadShareGroupState.Int16(), []Check{refused(clusterFailed, "", g(clusterAction, cluster))}},
 		{kmsg.WriteShareGroupState.Int16(), []Check{refused(clusterFailed, "", g(clusterAction, cluster))}},
+		// Share group offsets (operators): Describe / Read / Delete on
+		// the group, then Describe or Read on each topic.
+		{kmsg.DescribeShareGroupOffsets.Int16(), []Check{
+			refused(groupFailed, "", g(describe, group)),
+			refused(topicFailed, "named topics", g(describe, topic)),
+		}},
+		{kmsg.AlterShareGroupOffsets.Int16(), []Check{
+			refused(groupFailed, "", g(read, group)),
+			refused(topicFailed, "", g(read, topic)),
+		}},
+		{kmsg.DeleteShareGroupOffsets.Int16(), []Check{
+			refused(groupFailed, "", g(del, group)),
+			refused(topicFailed, "", g(read, topic)),
+		}},
 	}
 }
 

@@ -39,8 +39,12 @@ type PartitionState struct {
 	p       *Partition
 	changed chan struct{}
 	// leaderEpoch is the partition leader epoch the state was loaded in: a
-	// new leadership reloads it from the durable state.
+	// new leadership reloads it from the durable state. stateEpoch is the
+	// durable state's epoch this leader writes with (one above the epoch
+	// it loaded): an older writer is fenced, and a newer stored epoch (an
+	// operator's AlterShareGroupOffsets) means the state must be reloaded.
 	leaderEpoch int32
+	stateEpoch  int32
 }
 
 // Lock locks the partition state.
@@ -53,11 +57,15 @@ func (ps *PartitionState) Unlock() { ps.mu.Unlock() }
 // leader epoch it was loaded in. Call with the lock held.
 func (ps *PartitionState) PartitionLocked() (*Partition, int32) { return ps.p, ps.leaderEpoch }
 
-// SetLocked installs an initialised partition for leaderEpoch.
-func (ps *PartitionState) SetLocked(p *Partition, leaderEpoch int32) {
-	ps.p, ps.leaderEpoch = p, leaderEpoch
+// SetLocked installs an initialised partition for leaderEpoch, written
+// with stateEpoch (nil: forget it, to be loaded again).
+func (ps *PartitionState) SetLocked(p *Partition, leaderEpoch, stateEpoch int32) {
+	ps.p, ps.leaderEpoch, ps.stateEpoch = p, leaderEpoch, stateEpoch
 	ps.notifyLocked()
 }
+
+// StateEpochLocked is the epoch this leader writes the state with.
+func (ps *PartitionState) StateEpochLocked() int32 { return ps.stateEpoch }
 
 // Changed returns a channel closed at the next release of records.
 func (ps *PartitionState) Changed() <-chan struct{} {

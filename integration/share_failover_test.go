@@ -173,6 +173,28 @@ func TestShareGroupCoordinatorFailover(t *testing.T) {
 	if group == "" {
 		t.Fatal("no group name with a coordinator other than the partition leader")
 	}
+	// Group configs set and described through the partition leader, which
+	// does not coordinate the group: both are forwarded to the coordinator.
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	alter.Version = 1
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.heartbeat.interval.ms", Value: kmsg.StringPtr("1500")}}
+	alter.Resources = append(alter.Resources, res)
+	if resp, err := c.request(leader, 10*time.Second, alter); err != nil || resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode != 0 {
+		t.Fatalf("group config through a non-coordinator: %v %+v", err, resp)
+	}
+	desc := kmsg.NewPtrDescribeConfigsRequest()
+	desc.Version = 4
+	desc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig, ResourceName: group, ConfigNames: []string{"share.heartbeat.interval.ms"}}}
+	dresp, err := c.request(leader, 10*time.Second, desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := dresp.(*kmsg.DescribeConfigsResponse).Resources; len(rs) != 1 || len(rs[0].Configs) != 1 || rs[0].Configs[0].Value == nil ||
+		*rs[0].Configs[0].Value != "1500" || rs[0].Configs[0].Source != kmsg.ConfigSourceGroupConfig {
+		t.Fatalf("group config described through a non-coordinator: %+v", rs)
+	}
 	initShareGroup(t, cl, group, topic)
 	const total = 200
 	produceShare(t, cl, topic, 0, total)

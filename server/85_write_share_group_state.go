@@ -148,6 +148,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedSh
 			return code, nil
 		}
 		req := kmsg.NewPtrReadShareGroupStateRequest()
+		req.Version = 0 // peer requests carry their version
 		req.GroupID = k.Group
 		rt := kmsg.NewReadShareGroupStateRequestTopic()
 		rt.TopicID = k.TopicID
@@ -201,6 +202,7 @@ func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, stateEpoc
 			return s.b.groups.WriteShareState(ctx, k.Group, k.TopicID, k.Partition, st), nil
 		}
 		req := kmsg.NewPtrWriteShareGroupStateRequest()
+		req.Version = 1 // peer requests carry their version
 		req.GroupID = k.Group
 		rt := kmsg.NewWriteShareGroupStateRequestTopic()
 		rt.TopicID = k.TopicID

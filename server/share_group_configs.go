@@ -123,6 +123,7 @@ func (b *Broker) alterGroupConfigs(ctx context.Context, rr kmsg.IncrementalAlter
 			return b.groups.AlterGroupConfigs(ctx, rr.ResourceName, changes), nil
 		}
 		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		req.Version = 1 // peer requests carry their version
 		req.Resources = append(req.Resources, rr)
 		kresp, err := s.peers.request(ctx, coord, req, true)
 		if err != nil {
@@ -152,6 +153,7 @@ func (b *Broker) groupConfigOverrides(ctx context.Context, group string) (map[st
 			return code, nil
 		}
 		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.Version = 4 // peer requests carry their version; v1+ answers each config's source
 		rr := kmsg.NewDescribeConfigsRequestResource()
 		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
 		req.Resources = append(req.Resources, rr)

@@ -208,6 +208,13 @@ func TestDevCluster(t *testing.T) {
 	if strings.Join(again.bootstrap, ",") != strings.Join(d.bootstrap, ",") {
 		t.Errorf("restarted dev cluster serves %v, first run %v", again.bootstrap, d.bootstrap)
 	}
+	// The restarted brokers serve the topic once the controller's first
+	// view reaches them: wait for it (bounded) before reading.
+	againAdm := adminAt(t, again.bootstrap[0])
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		_, err := offsetsOf(testContext(t, 10*time.Second), againAdm, topic, true)
+		return err
+	})
 	consumeAndCompare(t, again.bootstrap[0], topic, all)
 	again.interrupt()
 }

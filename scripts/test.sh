@@ -95,7 +95,7 @@ integration_tests() {
 	# ZooKeeper-backed tests must run here, never skip.
 	local log
 	log=$(mktemp)
-	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 25m ./integration/... 2>	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 15m ./integration/... 2>&1 | tee "$log"; then1 | tee "$log"; then
+	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 25m ./integration/... 2>&1 | tee "$log"; then
 		rm -f "$log"
 		return 0
 	fi

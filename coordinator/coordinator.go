@@ -252,19 +252,25 @@ func (c *Coordinator) BecomeLeader(ctx context.Context, partition int32) error {
 		delete(txnGroups, tc.producerID)
 	}
 	ps.completedDuringLoad = nil
+	// The loaded groups, listed while the map is still ours: once it is
+	// published below, lookups may add groups to it concurrently.
+	loaded := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		loaded = append(loaded, g)
+	}
 	ps.groups = groups
 	ps.txnGroups = txnGroups
 	ps.loading = false
 	c.mu.Unlock()
 
 	now := c.now()
-	for _, g := range groups {
+	for _, g := range loaded {
 		g.mu.Lock()
 		g.onLoadedLocked(now)
 		g.mu.Unlock()
 	}
 	c.logger.Info("loaded __consumer_offsets partition", "partition", partition,
-		"groups", len(groups), "bytes", stats.replayed, "took", now.Sub(start))
+		"groups", len(loaded), "bytes", stats.replayed, "took", now.Sub(start))
 	pl.afterLoad(stats)
 	c.maybeSnapshot(partition, pl)
 	return nil

@@ -354,18 +354,7 @@ func (t *tool) execute(ctx context.Context) (int, error) {
 		return exitError, requestError("AlterPartitionReassignments", err)
 	}
 	sortTargets(targets)
-	var failures, started []string
-	for _, tg := range targets {
-		r, ok := resps[tg.Topic][tg.Partition]
-		switch {
-		case !ok:
-			failures = append(failures, tg.name()+": no answer for this partition")
-		case r.Err != nil:
-			failures = append(failures, tg.name()+": "+errorName(r.Err, r.ErrMessage))
-		default:
-			started = append(started, tg.name())
-		}
-	}
+	started, failures := splitAnswers(targets, resps)
 	if len(started) > 0 {
 		fmt.Fprintf(t.out, "Successfully started partition reassignment%s for %s\n", plural(len(started)), strings.Join(started, ","))
 	}
@@ -402,6 +391,23 @@ func (t *tool) clearWhenDone(ctx context.Context, targets []target) (int, error)
 		return exitError, err
 	}
 	return exitOK, nil
+}
+
+// splitAnswers sorts an AlterPartitionReassignments answer into the
+// partitions it accepted and, with the reason, those it did not.
+func splitAnswers(targets []target, resps kadm.AlterPartitionAssignmentsResponses) (ok, failures []string) {
+	for _, tg := range targets {
+		r, answered := resps[tg.Topic][tg.Partition]
+		switch {
+		case !answered:
+			failures = append(failures, tg.name()+": no answer for this partition")
+		case r.Err != nil:
+			failures = append(failures, tg.name()+": "+errorName(r.Err, r.ErrMessage))
+		default:
+			ok = append(ok, tg.name())
+		}
+	}
+	return ok, failures
 }
 
 func plural(n int) string {
@@ -568,18 +574,7 @@ func (t *tool) cancel(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitError, requestError("AlterPartitionReassignments", err)
 	}
-	var failures, cancelled []string
-	for _, tg := range active {
-		r, ok := resps[tg.Topic][tg.Partition]
-		switch {
-		case !ok:
-			failures = append(failures, tg.name()+": no answer for this partition")
-		case r.Err != nil:
-			failures = append(failures, tg.name()+": "+errorName(r.Err, r.ErrMessage))
-		default:
-			cancelled = append(cancelled, tg.name())
-		}
-	}
+	cancelled, failures := splitAnswers(active, resps)
 	if len(cancelled) > 0 {
 		fmt.Fprintf(t.out, "Successfully cancelled partition reassignment%s for: %s\n", plural(len(cancelled)), strings.Join(cancelled, ","))
 	}

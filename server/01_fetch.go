@@ -220,7 +220,7 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 			break
 		}
 	}
-	if follower {
+	if follower && b.replThrottle.leaderThrottlesAny() {
 		// What throttled partitions send counts towards the leader's
 		// replication rate (Kafka's sizeOfThrottledPartitions).
 		throttled := 0

@@ -114,6 +114,12 @@ func (r *replicationThrottle) leaderHolds(tp replica.TopicPartition, followerInS
 	return r.current().leader[tp] && !followerInSync && r.leader.Exceeded(now)
 }
 
+// leaderThrottlesAny reports whether any partition is leader-throttled
+// here, so that follower fetches skip the accounting when none is.
+func (r *replicationThrottle) leaderThrottlesAny() bool {
+	return len(r.current().leader) > 0
+}
+
 // leaderThrottled reports whether tp's bytes sent to followers count
 // towards the leader rate.
 func (r *replicationThrottle) leaderThrottled(tp replica.TopicPartition) bool {

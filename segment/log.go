@@ -123,6 +123,11 @@ type Log struct {
 	// point and not fsynced yet (WriteProducerSnapshot); a flush that
 	// moves the recovery point past one fsyncs it first.
 	unsyncedSnapshots map[int64]bool
+	// durable is the group commit of durable appends (durable.go).
+	durable durableState
+
+	// syncMu guards durable.inFlight only: a sync round runs without mu.
+	syncMu sync.Mutex
 }
 
 // Dir is the partition directory.

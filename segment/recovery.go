@@ -58,6 +58,7 @@ func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log
 		cfg:         cfg.normalized(),
 		persistedRP: -1,
 		truncatedTo: math.MaxInt64,
+		durable:     durableState{dirBase: -1},
 
 		txnCompleteBelow: math.MaxInt64,
 	}

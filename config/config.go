@@ -159,4 +159,8 @@ type Config struct {
 	// offers preferred leader election and delete records (default false:
 	// read-only).
 	ConsoleActionsEnable bool
+	// AcksFsync is kbroker.acks.fsync, the default of the topic config
+	// of the same name: acknowledge writes only once fdatasynced
+	// (default false, as Kafka, which leaves flushing to the OS).
+	AcksFsync bool
 }

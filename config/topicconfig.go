@@ -69,6 +69,10 @@ var topicConfigTable = []TopicConfigDef{
 		Doc: "Replicas whose log replication is throttled on the follower side: partitionId:brokerId,... or *."},
 	{Name: "index.interval.bytes", Type: "INT", KafkaDefault: "4096", Min: "0", BrokerSource: "log.index.interval.bytes", Acted: true,
 		Doc: "How many bytes of records lie between two offset index entries."},
+	// Not Kafka's: kbroker's durable acknowledgements (Redpanda's
+	// write.caching=false, inverted), per topic over the broker default.
+	{Name: "kbroker.acks.fsync", Type: "BOOLEAN", KafkaDefault: "false", BrokerSource: "kbroker.acks.fsync", Acted: true,
+		Doc: "Acknowledge a write only once it is fdatasynced: acks=1 on the leader, acks=all on the leader and every in-sync follower (group commit: concurrent writes share one fsync)."},
 	{Name: "leader.replication.throttled.replicas", Type: "LIST", KafkaDefault: "", Special: "throttled-replicas",
 		Doc: "Replicas whose log replication is throttled on the leader side: partitionId:brokerId,... or *."},
 	{Name: "local.retention.bytes", Type: "LONG", KafkaDefault: "-2", Min: "-2", BrokerSource: "log.local.retention.bytes",
@@ -197,6 +201,7 @@ var brokerDefaults = map[string]func(Config) string{
 	"segment.index.bytes":  func(c Config) string { return itoa(c.LogIndexSizeMaxBytes) },
 	"index.interval.bytes": func(c Config) string { return itoa(c.LogIndexIntervalBytes) },
 	"flush.messages":       func(c Config) string { return itoa(c.LogFlushIntervalMsgs) },
+	"kbroker.acks.fsync":   func(c Config) string { return strconv.FormatBool(c.AcksFsync) },
 	"flush.ms": func(c Config) string {
 		if c.LogFlushIntervalMs <= 0 {
 			return longMax

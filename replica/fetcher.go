@@ -389,6 +389,7 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	}
 	var firstErr error
 	failed, answered := 0, 0
+	var appendedTo []*Partition
 	for _, t := range fr.Topics {
 		for _, rp := range t.Partitions {
 			key := fetchKey{t.TopicID, rp.Partition}
@@ -431,11 +432,22 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 			if throttle != nil {
 				throttle.Record(fp.p.tp, len(rp.RecordBatches))
 			}
-			if _, err := fp.p.appendAsFollower(leader, rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset); err != nil && firstErr == nil {
+			n, err := fp.p.appendAsFollower(leader, rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset)
+			if err != nil && firstErr == nil {
 				firstErr = err
 				fp.truncate = true
 			}
+			if n > 0 {
+				appendedTo = append(appendedTo, fp.p)
+			}
 		}
+	}
+	// Durable acknowledgements: the next fetch reports these log ends to
+	// the leader, which counts them toward the high watermark.
+	syncCtx, cancelSync := context.WithTimeout(f.ctx, durableSyncTimeout)
+	defer cancelSync()
+	if err := syncFollowers(syncCtx, appendedTo); err != nil && firstErr == nil {
+		firstErr = err
 	}
 	if firstErr == nil && answered > 0 && failed == answered {
 		// Every partition errored (views still disagree on who leads):

@@ -49,6 +49,9 @@ type PartitionConfig struct {
 	// message.timestamp.difference.max.ms); negative: no bound.
 	TimestampBeforeMax, TimestampAfterMax time.Duration
 	RetentionCheckEvery                   time.Duration
+	// AcksFsync is kbroker.acks.fsync: acknowledge writes only once they
+	// are on stable storage (durable.go).
+	AcksFsync bool
 }
 
 // Partition is one partition replica on this broker.
@@ -114,6 +117,8 @@ type Partition struct {
 	// batch that would open a transaction is appended only with the
 	// guard of a verification that no marker has overtaken since.
 	verifying map[int64]*TxnVerification
+	// syncing: the durable sync loop runs (durable.go).
+	syncing bool
 	// changed is closed and replaced whenever the log end or the high
 	// watermark moves, so waiters never miss a wake-up: they take the
 	// channel under mu, release mu, then select on it.
@@ -360,7 +365,8 @@ func (p *Partition) maybeIncrementHighWatermarkLocked() bool {
 	if len(p.pendingISR) > 0 {
 		isr = union(p.isr, p.pendingISR)
 	}
-	hw := highWatermarkFor(p.self, p.log().EndOffset(), p.highWatermark, isr, p.followers)
+	hw := highWatermarkFor(p.self, p.leaderEndForHWLocked(), p.highWatermark, isr, p.followers)
+	p.startDurableSyncLocked()
 	if hw > p.highWatermark {
 		p.highWatermark = hw
 		return true

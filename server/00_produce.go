@@ -46,7 +46,10 @@ import (
 //   is on, but only for a principal Metadata would create it for (Create
 //   on the cluster or the topic), else UNKNOWN_TOPIC_OR_PARTITION.
 // * acks=-1 waits until the high watermark passes the batch or
-//   TimeoutMillis passes; acks=0 gets no response at all.
+//   TimeoutMillis passes; acks=0 gets no response at all. With
+//   kbroker.acks.fsync (durable acknowledgements), acks=1 waits until the
+//   leader has fdatasynced the batch, and the high watermark counts only
+//   what every ISR member has fdatasynced.
 //
 // Version notes:
 // * v2: LogAppendTime
@@ -214,7 +217,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 		t.out.BaseOffset = res.BaseOffset
 		t.out.LogAppendTime = res.LogAppendTime
 		t.out.LogStartOffset = res.LogStartOffset
-		if req.Acks == -1 {
+		if req.Acks == -1 || (req.Acks == 1 && t.part.DurableAcks()) {
 			waits = append(waits, pending{part: t.part, append: res, out: t.out})
 		}
 	}
@@ -238,7 +241,11 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 			wctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			for _, w := range waits {
-				if err := w.part.WaitForHighWatermark(wctx, w.append); err != nil {
+				wait := w.part.WaitForHighWatermark
+				if req.Acks == 1 {
+					wait = w.part.WaitDurable // kbroker.acks.fsync
+				}
+				if err := wait(wctx, w.append); err != nil {
 					w.out.ErrorCode = protocol.ErrorCode(err)
 					w.out.BaseOffset = -1
 				}

@@ -54,6 +54,7 @@ func (b *Broker) partitionConfig(overrides map[string]string) (replica.Partition
 		MinInsyncReplicas: int32(num("min.insync.replicas")),
 		LogAppendTime:     eff["message.timestamp.type"] == "LogAppendTime",
 		MaxMessageBytes:   int32(num("max.message.bytes")),
+		AcksFsync:         eff["kbroker.acks.fsync"] == "true",
 	}
 	// KIP-937: before/after.max.ms, each falling back to the deprecated
 	// difference.max.ms while left at its default (Long.MAX_VALUE).

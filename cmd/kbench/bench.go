@@ -56,6 +56,8 @@ type workload struct {
 	// clientOpts connect the producer and consumer to the target's
 	// listener (TLS, SASL), when it needs more than its address.
 	clientOpts []kgo.Opt
+	// profiler, when set, saves a CPU profile of the broker per phase.
+	profiler *phaseProfiler
 }
 
 // cpuMark is the broker CPU time at the start of a phase (ok false when it
@@ -77,17 +79,56 @@ func (w *workload) cpuMark() cpuMark {
 	return cpuMark{at: at, ok: true}
 }
 
-// cpuPerGB returns the broker CPU seconds spent since m per GB (1e9 bytes)
-// of record values moved, or 0 when unknown.
-func (w *workload) cpuPerGB(m cpuMark, bytes int) float64 {
-	if !m.ok || bytes <= 0 {
+// cpuSince returns the broker CPU seconds spent since m, or 0 when
+// unknown.
+func (w *workload) cpuSince(m cpuMark) float64 {
+	if !m.ok {
 		return 0
 	}
 	now := w.cpuMark()
 	if !now.ok {
 		return 0
 	}
-	return (now.at - m.at).Seconds() / (float64(bytes) / 1e9)
+	return (now.at - m.at).Seconds()
+}
+
+// perGB returns cpuSecs per GB (1e9 bytes) of record values moved, or 0
+// when either is unknown.
+func perGB(cpuSecs float64, bytes int) float64 {
+	if cpuSecs <= 0 || bytes <= 0 {
+		return 0
+	}
+	return cpuSecs / (float64(bytes) / 1e9)
+}
+
+// setCPUPerGB fills the broker's combined CPU per GB moved (produced plus
+// consumed) from the phases' CPU seconds.
+func (r *result) setCPUPerGB(recordSize int) {
+	if r.ProduceCPUSecs+r.ConsumeCPUSecs > 0 {
+		r.CPUPerGB = perGB(r.ProduceCPUSecs+r.ConsumeCPUSecs, r.Records*recordSize+r.ConsumedBytes)
+	}
+}
+
+// phase runs one measured phase (produce or consume): the profile, if
+// asked for, brackets the CPU marks, so that starting and saving it is
+// not charged to the phase.
+func (w *workload) phase(ctx context.Context, name string, cpuSecs *float64, do func() error) error {
+	if w.profiler != nil {
+		if err := w.profiler.start(ctx); err != nil {
+			return err
+		}
+	}
+	mark := w.cpuMark()
+	err := do()
+	*cpuSecs = w.cpuSince(mark)
+	if w.profiler != nil {
+		path, perr := w.profiler.stop(ctx, name)
+		if perr != nil {
+			return errors.Join(err, perr)
+		}
+		w.logf("%s profile saved to %s", name, path)
+	}
+	return err
 }
 
 func (w *workload) logf(format string, args ...any) {
@@ -138,9 +179,9 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 
 	w.logf("producing %d records of %d bytes to %q (%d partitions, acks=%s, rate=%s, records per transaction=%d)",
 		cfg.records, cfg.recordSize, topic, cfg.partitions, cfg.acks, rateString(cfg.rate), cfg.txnRecords)
-	mark := w.cpuMark()
-	err = w.produce(ctx, prod, topic, r)
-	r.ProduceCPUPerGB = w.cpuPerGB(mark, r.Records*cfg.recordSize)
+	defer r.setCPUPerGB(cfg.recordSize)
+	err = w.phase(ctx, "produce", &r.ProduceCPUSecs, func() error { return w.produce(ctx, prod, topic, r) })
+	r.ProduceCPUPerGB = perGB(r.ProduceCPUSecs, r.Records*cfg.recordSize)
 	if err != nil {
 		return err
 	}
@@ -174,9 +215,8 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 		}
 	}
 	w.logf("consuming %d records (%s)", want, cfg.isolation)
-	mark = w.cpuMark()
-	err = w.consumeAll(ctx, seeds, topic, start, want, r)
-	r.ConsumeCPUPerGB = w.cpuPerGB(mark, r.ConsumedBytes)
+	err = w.phase(ctx, "consume", &r.ConsumeCPUSecs, func() error { return w.consumeAll(ctx, seeds, topic, start, want, r) })
+	r.ConsumeCPUPerGB = perGB(r.ConsumeCPUSecs, r.ConsumedBytes)
 	return err
 }
 

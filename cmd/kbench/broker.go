@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kbroker/kbroker/internal/launch"
@@ -25,25 +28,70 @@ const (
 	probeTimeout = time.Second
 )
 
-// startKfake starts a one-broker in-process kfake cluster.
-func startKfake(ctx context.Context, timeout time.Duration) (c *kfake.Cluster, seeds []string, startup time.Duration, err error) {
-	t0 := time.Now()
-	c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+// startKfake starts a one-broker kfake cluster in a process of its own
+// (kbench's own binary, run with the hidden --serve-kfake flag), so that
+// its heap and garbage collector are not the client's, and its CPU time
+// and peak RSS are measured as a kbroker's are; startup is measured from
+// exec to the first successful request.
+func startKfake(ctx context.Context, timeout time.Duration) (*brokerProc, error) {
+	self, err := os.Executable()
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("kfake: %w", err)
+		return nil, err
 	}
-	seeds = c.ListenAddrs()
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := launch.WaitReady(wctx, nil, probeEvery, func() error { return launch.KafkaPing(seeds[0], probeTimeout) }); err != nil {
-		c.Close()
-		return nil, nil, 0, fmt.Errorf("kfake not answering: %w", err)
+	var last error
+	for attempt := 1; attempt <= launch.PortAttempts; attempt++ {
+		port, err := launch.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		p, err := launch.Start(launch.Spec{Path: self, Args: []string{"--serve-kfake", addr}, Stderr: os.Stderr})
+		if err != nil {
+			return nil, fmt.Errorf("start kfake: %w", err)
+		}
+		b := &brokerProc{proc: p, addr: addr}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		err = launch.WaitReady(wctx, p, probeEvery, func() error { return launch.KafkaPing(addr, probeTimeout) })
+		cancel()
+		if err == nil {
+			b.startup = time.Since(p.Started())
+			return b, nil
+		}
+		b.stop()
+		last = err
+		if !errors.Is(err, launch.ErrExited) {
+			break // running but not answering: another port will not help
+		}
+		// The port found free was taken again before kfake bound it.
 	}
-	return c, seeds, time.Since(t0), nil
+	return nil, fmt.Errorf("kfake not answering: %w", last)
 }
 
-// brokerProc is a process started by kbench: a kbroker, or the --instant
-// stand-in. Both run in a process group of their own, so that a terminal
+// serveKfake is the --serve-kfake process: a one-broker kfake cluster on
+// addr until SIGTERM or SIGINT.
+func serveKfake(addr string) error {
+	_, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--serve-kfake %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return fmt.Errorf("--serve-kfake %q: port: %w", addr, err)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+	if err != nil {
+		return fmt.Errorf("kfake: %w", err)
+	}
+	fmt.Println(strings.Join(c.ListenAddrs(), ","))
+	<-sig
+	c.Close()
+	return nil
+}
+
+// brokerProc is a process started by kbench: a kbroker, kfake, or the
+// --instant stand-in. Both run in a process group of their own, so that a terminal
 // ^C reaches only kbench, which then stops them itself, and die if kbench
 // dies abruptly.
 type brokerProc struct {

@@ -15,10 +15,11 @@ import (
 // config is the parsed and validated command line.
 type config struct {
 	brokers      []string // --brokers: an already running cluster
-	kfake        bool     // --kfake: an in-process kfake cluster
+	kfake        bool     // --kfake: a kfake cluster in a process of its own
 	kbrokerPath  string   // --kbroker: a kbroker binary to start per run
 	instant      bool     // --instant: a stand-in that answers fetches at once (consume only)
 	serveInstant string   // --serve-instant: be that stand-in (kbench runs itself so)
+	serveKfake   string   // --serve-kfake: be the kfake process (kbench runs itself so)
 	vsKfake      bool     // --vs-kfake: also run the workload against kfake
 	runs         int      // --runs: repetitions; medians are reported
 	topic        string   // --topic: empty = fresh unique name per run
@@ -34,6 +35,7 @@ type config struct {
 	batchMax     int // --batch-max-bytes
 	consume      bool
 	json         bool
+	jsonOut      string        // --json-out: also write the JSON report to this file
 	timeout      time.Duration // per workload run (produce + consume)
 	startTimeout time.Duration // how long a started kbroker may take to answer
 	brokerArgs   []string      // --kbroker-arg: extra args for the kbroker binary
@@ -60,6 +62,9 @@ type config struct {
 	// this config or its variant uses --acls, so that both arms start the
 	// broker with the same listeners).
 	adminListener bool
+	// profileDir is --profile-dir: where CPU profiles of a started
+	// kbroker's produce and consume phases are saved ("" for none).
+	profileDir string
 	// variant is --vs-variant: the same workload, against the same kind of
 	// target, with these flags applied on top (nil without it).
 	variant *config
@@ -75,8 +80,8 @@ const (
 
 // variantForbidden are the flags a --vs-variant may not set: the variant
 // runs against the same target, as many times, in the same report.
-var variantForbidden = []string{"brokers", "kfake", "instant", "serve-instant", "kbroker", "kbroker-arg",
-	"vs-kfake", "vs-variant", "runs", "json"}
+var variantForbidden = []string{"brokers", "kfake", "instant", "serve-instant", "serve-kfake", "kbroker", "kbroker-arg",
+	"vs-kfake", "vs-variant", "runs", "json", "json-out", "profile-dir"}
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -145,12 +150,13 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	v := &flagValues{}
 	c := &v.c
 	fs.StringVar(&v.brokers, "brokers", "", "comma separated seed brokers of a running cluster (host:port[,host:port...])")
-	fs.BoolVar(&c.kfake, "kfake", false, "run against an in-process franz-go kfake cluster (1 broker)")
+	fs.BoolVar(&c.kfake, "kfake", false, "run against a franz-go kfake cluster (1 broker) started per run in a process of its own")
 	fs.BoolVar(&c.instant, "instant", false, "run against a stand-in broker process that answers every fetch at once from memory: the consumer's own ceiling (consume only)")
 	fs.StringVar(&c.serveInstant, "serve-instant", "", "internal: be the --instant stand-in, listening on this address")
+	fs.StringVar(&c.serveKfake, "serve-kfake", "", "internal: be the kfake process of --kfake and --vs-kfake, listening on this address, until SIGTERM")
 	fs.StringVar(&c.kbrokerPath, "kbroker", "", "path of a kbroker binary to start (per run) on a free 127.0.0.1 port with a temp data dir")
 	fs.Var(&v.brokerArgs, "kbroker-arg", "extra argument passed to the --kbroker binary (repeatable)")
-	fs.BoolVar(&c.vsKfake, "vs-kfake", false, "also run the same workload against kfake and print ratios target/kfake")
+	fs.BoolVar(&c.vsKfake, "vs-kfake", false, "also run the same workload against kfake (started per run in a process of its own, measured as a started kbroker is) and print ratios target/kfake")
 	fs.IntVar(&c.runs, "runs", 1, "number of runs per target (order alternates with --vs-kfake); medians are reported")
 	fs.StringVar(&c.topic, "topic", "", "topic to use (default: a fresh unique name per run)")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of the created topic")
@@ -165,6 +171,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.IntVar(&c.batchMax, "batch-max-bytes", 1000012, "producer max batch bytes (kgo ProducerBatchMaxBytes)")
 	fs.BoolVar(&c.consume, "consume", true, "after producing, consume all records from the start with a direct consumer")
 	fs.BoolVar(&c.json, "json", false, "print machine-readable JSON instead of a table")
+	fs.StringVar(&c.jsonOut, "json-out", "", "also write the JSON report to this `file` (the table still goes to stdout)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "bound on each workload run (topic creation + produce + consume)")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long a started --kbroker may take to answer")
 	fs.IntVar(&c.txnRecords, "txn-records", 0, "records per transaction with a transactional producer (begin, produce N, flush, commit; the produce time includes every commit); 0 = no transactions; requires --acks all and idempotence")
@@ -172,6 +179,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.StringVar(&c.security, "security", secPlaintext, "with --kbroker: the listener the producer and consumer use, plaintext, ssl or sasl_ssl (SCRAM-SHA-512); with ssl or sasl_ssl kbench makes a throwaway CA and certificates and starts the broker with PLAINTEXT, SSL and SASL_SSL listeners")
 	fs.IntVar(&c.acls, "acls", noAuthorizer, "with --kbroker: run the broker with Kafka's ACL authorizer (allow.everyone.if.no.acl.found=false, the clients' principal not a super user) and create this many ACLs that do not match the workload, plus the ones it needs, before it; -1 = no authorizer")
 	fs.IntVar(&c.idleConns, "idle-conns", 0, "with --kbroker: open this many connections (one ApiVersions request each) before the workload and hold them idle through it; the broker's RSS per idle connection is reported (compare latency with --vs-variant \"--idle-conns 0\")")
+	fs.StringVar(&c.profileDir, "profile-dir", "", "with --kbroker: save CPU profiles (pprof) of the broker's produce and consume phases of every run into this directory (the broker serves them on a loopback --pprof-address; profiling costs the broker a little CPU, so compare figures of runs without it)")
 	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0"; split on spaces), alternating, and print ratios primary/variant`)
 	return fs, v
 }
@@ -236,7 +244,7 @@ func (c *config) validate() error {
 		targets++
 	}
 	switch {
-	case c.serveInstant != "":
+	case c.serveInstant != "" || c.serveKfake != "":
 		return nil
 	case targets == 0:
 		return errors.New("one of --brokers, --kfake, --kbroker or --instant is required")
@@ -246,6 +254,8 @@ func (c *config) validate() error {
 		return errors.New("--vs-kfake needs --brokers or --kbroker as the other target")
 	case len(c.brokerArgs) > 0 && c.kbrokerPath == "":
 		return errors.New("--kbroker-arg needs --kbroker")
+	case c.profileDir != "" && c.kbrokerPath == "":
+		return errors.New("--profile-dir needs --kbroker (the broker kbench starts is profiled)")
 	case c.variantArgs != nil && c.instant:
 		return errors.New("--vs-variant needs a target that is produced to (not --instant)")
 	}

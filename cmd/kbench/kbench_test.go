@@ -131,7 +131,7 @@ func TestWriteTable(t *testing.T) {
 		{Target: "kbroker", ProduceRecS: 123456, LatP50ms: 1.5, PeakRSSMiB: 42},
 		{Target: "kfake", Error: "nope"},
 	}
-	if err := writeTable(&buf, rows, []ratioRow{{"kbroker/kfake", map[string]float64{"prod rec/s": 1.25}}}); err != nil {
+	if err := writeTable(&buf, rows, []ratioRow{{name: "kbroker/kfake", ratio: map[string]float64{"prod rec/s": 1.25}}}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -373,6 +373,36 @@ func TestPairedRatios(t *testing.T) {
 	if pairs, med := pairedRatios(a[1:2], b[1:2]); pairs != nil || med != nil {
 		t.Fatalf("no pair: %v %v", pairs, med)
 	}
+	_, _, lo, hi := pairedRatioStats(a, b)
+	if lo["prod rec/s"] != 0.1 || hi["prod rec/s"] != 0.5 || lo["cons rec/s"] != 0.8 || hi["cons rec/s"] != 0.9 {
+		t.Fatalf("range %v - %v", lo, hi)
+	}
+}
+
+// The broker's CPU per GB moved counts both phases' CPU over both phases'
+// bytes; unknown CPU leaves it unknown.
+func TestCPUPerGB(t *testing.T) {
+	r := result{Records: 1000, ConsumedBytes: 1_000_000, ProduceCPUSecs: 0.3, ConsumeCPUSecs: 0.1}
+	r.setCPUPerGB(1000) // 1 MB produced, 1 MB consumed: 0.4 s over 2 MB
+	if math.Abs(r.CPUPerGB-200) > 1e-9 {
+		t.Fatalf("CPUPerGB = %v, want 200", r.CPUPerGB)
+	}
+	unknown := result{Records: 1000, ConsumedBytes: 1_000_000}
+	if unknown.setCPUPerGB(1000); unknown.CPUPerGB != 0 {
+		t.Fatalf("CPUPerGB without CPU = %v", unknown.CPUPerGB)
+	}
+	if got := perGB(0.5, 500_000_000); got != 1 {
+		t.Fatalf("perGB = %v", got)
+	}
+	if got := perGB(0.5, 0); got != 0 {
+		t.Fatalf("perGB of no bytes = %v", got)
+	}
+}
+
+func TestProfileFileName(t *testing.T) {
+	if got := profileFileName("kbroker --security ssl"); got != "kbroker_--security_ssl" {
+		t.Fatalf("got %q", got)
+	}
 }
 
 func TestParseVmHWM(t *testing.T) {
@@ -432,6 +462,9 @@ func TestKfakeSmoke(t *testing.T) {
 			s.LatP50ms <= 0 || s.LatP50ms > s.LatP99ms || s.LatP99ms > s.LatP999ms || math.IsNaN(s.ProduceMBs) {
 			t.Fatalf("%q: implausible summary %+v", args, s)
 		}
+		if s.PeakRSSMiB <= 0 || s.StartupMs <= 0 {
+			t.Fatalf("%q: kfake runs in a process of its own, measured: %+v", args, s)
+		}
 		if cfg.txnRecords > 0 && (s.LatMaxms <= 0 || s.ProduceSecs <= 0) {
 			t.Fatalf("%q: implausible transactional produce %+v", args, s)
 		}
@@ -454,6 +487,15 @@ func TestKfakeSmoke(t *testing.T) {
 // SIGTERM, which exercises --kbroker's process handling without a real
 // broker.
 func TestMain(m *testing.M) {
+	// --kfake and --vs-kfake run kbench's own binary (here: this test
+	// binary) as kfake, also where it poses as a kbroker.
+	if len(os.Args) > 1 && os.Args[1] == "--serve-kfake" {
+		if err := serveKfake(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "kfake:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("KBENCH_FAKE_KBROKER") != "" {
 		fakeKbroker()
 		return
@@ -538,6 +580,9 @@ func TestKbrokerProcess(t *testing.T) {
 	kb := rep.Summary[0]
 	if kb.Target != "kbroker" || kb.PeakRSSMiB <= 0 || kb.StartupMs <= 0 || kb.Consumed != 2000 {
 		t.Fatalf("kbroker summary %+v", kb)
+	}
+	if kf := rep.Summary[1]; kf.Target != "kfake" || kf.PeakRSSMiB <= 0 || kf.StartupMs <= 0 || kf.Consumed != 2000 {
+		t.Fatalf("kfake summary %+v", kf)
 	}
 	if _, ok := rep.Ratio["prod rec/s"]; !ok {
 		t.Fatalf("ratio %v", rep.Ratio)

@@ -1,9 +1,12 @@
 // Command kbench benchmarks a Kafka-compatible cluster with franz-go:
 // produce throughput, produce-ack latency (coordinated-omission safe at a
 // fixed --rate), and consume throughput. It can start a kbroker binary
-// itself (--kbroker, measuring its peak RSS and start-up time) and compare
-// against franz-go's in-process kfake cluster with identical client
-// settings (--vs-kfake). --instant measures the consumer alone, against a
+// itself (--kbroker, measuring its CPU time per GB moved, peak RSS and
+// start-up time) and compare against franz-go's kfake cluster with identical
+// client settings (--vs-kfake), which it starts per run in a process of its
+// own and measures the same way (run in the benchmark's process, kfake's
+// heap would share the client's garbage collector). --profile-dir saves CPU
+// profiles of the started kbroker's produce and consume phases. --instant measures the consumer alone, against a
 // stand-in broker that answers every fetch at once. --security ssl or
 // sasl_ssl has the producer and consumer use a TLS (and SCRAM-SHA-512)
 // listener of the kbroker it starts. --acls N starts it with Kafka's ACL
@@ -16,6 +19,7 @@
 //
 //	kbench --kfake --records 50000
 //	kbench --kbroker ./kbroker --vs-kfake --runs 3
+//	kbench --kbroker ./kbroker --runs 1 --profile-dir /tmp/prof
 //	kbench --kbroker ./kbroker --vs-kfake --rate 20000 --runs 3
 //	kbench --brokers 127.0.0.1:9092 --acks all --compression zstd --json
 //	kbench --instant --vs-kfake --runs 3   # the consumer's own ceiling
@@ -33,14 +37,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kbroker/kbroker/internal/launch"
 )
 
 func main() {
@@ -51,6 +59,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kbench:", err)
 		os.Exit(2)
+	}
+	if cfg.serveKfake != "" {
+		if err := serveKfake(cfg.serveKfake); err != nil {
+			fmt.Fprintln(os.Stderr, "kbench: kfake:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	if cfg.serveInstant != "" {
 		err := serveInstant(cfg.serveInstant, cfg.partitions, cfg.recordSize, cfg.batchMax)
@@ -63,6 +78,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kbench:", err)
 		os.Exit(1)
+	}
+	if cfg.jsonOut != "" {
+		if err := writeJSONFile(cfg.jsonOut, rep); err != nil {
+			fmt.Fprintln(os.Stderr, "kbench:", err)
+			os.Exit(1)
+		}
 	}
 	if cfg.json {
 		err = rep.writeJSON(os.Stdout)
@@ -91,7 +112,11 @@ type report struct {
 	// metric: on a noisy machine, the steadier figure.
 	PairedRatios []pairedRatio      `json:"paired_ratios,omitempty"`
 	PairedRatio  map[string]float64 `json:"paired_ratio_median,omitempty"`
-	showRuns     bool
+	// PairedRatioMin and PairedRatioMax are the smallest and largest of
+	// the paired ratios, metric by metric: the spread of the runs.
+	PairedRatioMin map[string]float64 `json:"paired_ratio_min,omitempty"`
+	PairedRatioMax map[string]float64 `json:"paired_ratio_max,omitempty"`
+	showRuns       bool
 }
 
 func (r *report) failed() bool {
@@ -107,6 +132,22 @@ func (r *report) writeJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// writeJSONFile writes the JSON report to path.
+func writeJSONFile(path string, r *report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json-out: %w", err)
+	}
+	if err := r.writeJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--json-out %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--json-out %s: %w", path, err)
+	}
+	return nil
 }
 
 func (r *report) writeText(w io.Writer) error {
@@ -128,14 +169,15 @@ func (r *report) writeText(w io.Writer) error {
 	}
 	var ratios []ratioRow
 	if r.RatioName != "" {
-		ratios = append(ratios, ratioRow{r.RatioName, r.Ratio})
+		ratios = append(ratios, ratioRow{name: r.RatioName, ratio: r.Ratio})
 		if r.showRuns {
 			for _, p := range r.PairedRatios {
-				ratios = append(ratios, ratioRow{fmt.Sprintf("%s #%d", r.RatioName, p.Run), p.Ratio})
+				ratios = append(ratios, ratioRow{name: fmt.Sprintf("%s #%d", r.RatioName, p.Run), ratio: p.Ratio})
 			}
 		}
 		if len(r.PairedRatios) > 1 {
-			ratios = append(ratios, ratioRow{fmt.Sprintf("%s (median of %d paired runs)", r.RatioName, len(r.PairedRatios)), r.PairedRatio})
+			ratios = append(ratios, ratioRow{name: fmt.Sprintf("%s (median of %d paired runs)", r.RatioName, len(r.PairedRatios)), ratio: r.PairedRatio},
+				ratioRow{name: fmt.Sprintf("%s (range of the %d paired runs)", r.RatioName, len(r.PairedRatios)), ratio: r.PairedRatioMin, hi: r.PairedRatioMax})
 		}
 	}
 	return writeTable(w, rows, ratios)
@@ -288,7 +330,7 @@ func runAll(ctx context.Context, cfg *config, log io.Writer) (*report, error) {
 		if len(meds) == 2 {
 			rep.Ratio = ratios(meds[0], meds[1])
 		}
-		rep.PairedRatios, rep.PairedRatio = pairedRatios(byArm[0], byArm[1])
+		rep.PairedRatios, rep.PairedRatio, rep.PairedRatioMin, rep.PairedRatioMax = pairedRatioStats(byArm[0], byArm[1])
 	}
 	return rep, nil
 }
@@ -317,16 +359,17 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 	case kindBrokers:
 		seeds = cfg.brokers
 	case kindKfake:
-		c, s, startup, err := startKfake(ctx, cfg.startTimeout)
+		b, err := startKfake(ctx, cfg.startTimeout)
 		if err != nil {
 			res.Error = err.Error()
 			return res
 		}
-		defer c.Close()
-		seeds = s
-		res.StartupMs = ms(startup)
-		// kfake runs inside kbench, so its RSS can't be told apart from
-		// the client's; it is left unknown.
+		defer b.stop()
+		seeds = []string{b.addr}
+		w.cpu = b.cpuTime
+		res.StartupMs = ms(b.startup)
+		w.logf("started kfake on %s in %.1f ms", b.addr, res.StartupMs)
+		after = func() { w.afterProcess(b, "kfake", &res) }
 	case kindInstant:
 		p, err := startInstant(ctx, cfg)
 		if err != nil {
@@ -345,7 +388,18 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		}
 		return res
 	case kindKbroker:
-		b, err := startKbroker(ctx, cfg.kbrokerPath, cfg.brokerArgs, cfg.setup(), cfg.startTimeout)
+		brokerArgs := cfg.brokerArgs
+		var pprofAddr string
+		if cfg.profileDir != "" {
+			port, err := launch.FreePort()
+			if err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			pprofAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			brokerArgs = append(slices.Clone(brokerArgs), "--pprof-address", pprofAddr)
+		}
+		b, err := startKbroker(ctx, cfg.kbrokerPath, brokerArgs, cfg.setup(), cfg.startTimeout)
 		if err != nil {
 			res.Error = err.Error()
 			return res
@@ -353,6 +407,9 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		defer b.stop()
 		seeds = []string{b.addr}
 		w.cpu = b.cpuTime
+		if pprofAddr != "" {
+			w.profiler = newPhaseProfiler(pprofAddr, cfg.profileDir, a.name, run)
+		}
 		res.StartupMs = ms(b.startup)
 		w.logf("started %s on %s in %.1f ms", cfg.kbrokerPath, b.addr, res.StartupMs)
 		if b.sec != nil {
@@ -401,15 +458,7 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 					res.Error = err.Error()
 				}
 			}
-			if !b.alive() {
-				res.Error = fmt.Sprintf("kbroker exited during the run (%v)\n--- kbroker log tail ---\n%s", b.proc.ExitStatus(), b.logTail(20))
-				return
-			}
-			if rss, err := b.peakRSS(); err == nil {
-				res.PeakRSSMiB = float64(rss) / (1 << 20)
-			} else {
-				w.logf("peak RSS: %v", err)
-			}
+			w.afterProcess(b, "kbroker", &res)
 		}
 	}
 	if err := w.run(wctx, seeds, topic, &res); err != nil {
@@ -419,6 +468,20 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		after()
 	}
 	return res
+}
+
+// afterProcess checks that the started broker process (a kbroker or kfake)
+// outlived the workload and reads its peak RSS.
+func (w *workload) afterProcess(b *brokerProc, what string, res *result) {
+	if !b.alive() {
+		res.Error = fmt.Sprintf("%s exited during the run (%v)\n--- %s log tail ---\n%s", what, b.proc.ExitStatus(), what, b.logTail(20))
+		return
+	}
+	if rss, err := b.peakRSS(); err == nil {
+		res.PeakRSSMiB = float64(rss) / (1 << 20)
+	} else {
+		w.logf("peak RSS: %v", err)
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -37,6 +37,12 @@ type result struct {
 	// started.
 	ProduceCPUPerGB float64 `json:"produce_broker_cpu_s_per_gb,omitempty"`
 	ConsumeCPUPerGB float64 `json:"consume_broker_cpu_s_per_gb,omitempty"`
+	// ProduceCPUSecs and ConsumeCPUSecs are the broker's CPU seconds in
+	// each phase, and CPUPerGB their sum per GB produced plus consumed:
+	// what the broker spends per byte it moves, both ways.
+	ProduceCPUSecs float64 `json:"produce_broker_cpu_seconds,omitempty"`
+	ConsumeCPUSecs float64 `json:"consume_broker_cpu_seconds,omitempty"`
+	CPUPerGB       float64 `json:"broker_cpu_s_per_gb,omitempty"`
 
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"` // VmHWM of the broker process, when known
 	// IdleConns is how many idle connections were held through the run
@@ -116,6 +122,7 @@ var metrics = []metric{
 	{"cons MB/s", func(r *result) *float64 { return &r.ConsumeMBs }, 1},
 	{"prod cpu s/GB", func(r *result) *float64 { return &r.ProduceCPUPerGB }, 2},
 	{"cons cpu s/GB", func(r *result) *float64 { return &r.ConsumeCPUPerGB }, 2},
+	{"cpu s/GB", func(r *result) *float64 { return &r.CPUPerGB }, 2},
 	{"peak RSS MiB", func(r *result) *float64 { return &r.PeakRSSMiB }, 1},
 	{"idle conn KiB", func(r *result) *float64 { return &r.IdleConnKiB }, 2},
 	{"start ms", func(r *result) *float64 { return &r.StartupMs }, 1},
@@ -147,13 +154,17 @@ func medianResult(target string, runs []result) (result, bool) {
 		}
 		*mt.get(&m) = median(xs)
 	}
-	var recs, errs, cons, consBytes []float64
+	var recs, errs, cons, consBytes, prodCPU, consCPU []float64
 	for _, r := range ok {
 		recs = append(recs, float64(r.Records))
 		errs = append(errs, float64(r.ProduceErrors))
 		cons = append(cons, float64(r.Consumed))
 		consBytes = append(consBytes, float64(r.ConsumedBytes))
+		prodCPU = append(prodCPU, r.ProduceCPUSecs)
+		consCPU = append(consCPU, r.ConsumeCPUSecs)
 	}
+	m.ProduceCPUSecs = median(prodCPU)
+	m.ConsumeCPUSecs = median(consCPU)
 	m.Records = int(median(recs))
 	m.ProduceErrors = int(median(errs))
 	m.Consumed = int(median(cons))
@@ -164,14 +175,10 @@ func medianResult(target string, runs []result) (result, bool) {
 }
 
 // ratios returns a/b metric by metric; a metric is omitted when either side
-// is unknown (zero). Start-up time is omitted too: kfake starts in-process,
-// so exec-to-answering against it compares unlike things.
+// is unknown (zero).
 func ratios(a, b result) map[string]float64 {
 	out := map[string]float64{}
 	for _, mt := range metrics {
-		if mt.name == "start ms" {
-			continue
-		}
 		x, y := *mt.get(&a), *mt.get(&b)
 		if x == 0 || y == 0 {
 			continue
@@ -197,16 +204,22 @@ type pairedRatio struct {
 // pairedRatios returns ratios(a[i], b[i]) for every run i in which both
 // sides succeeded, and the median of each metric over them.
 func pairedRatios(a, b []result) ([]pairedRatio, map[string]float64) {
-	var pairs []pairedRatio
+	pairs, med, _, _ := pairedRatioStats(a, b)
+	return pairs, med
+}
+
+// pairedRatioStats is pairedRatios with the smallest and largest paired
+// ratio of each metric: the spread of the runs.
+func pairedRatioStats(a, b []result) (pairs []pairedRatio, med, lo, hi map[string]float64) {
 	for i := range min(len(a), len(b)) {
 		if a[i].Error == "" && b[i].Error == "" {
 			pairs = append(pairs, pairedRatio{Run: a[i].Run, Ratio: ratios(a[i], b[i])})
 		}
 	}
 	if len(pairs) == 0 {
-		return nil, nil
+		return nil, nil, nil, nil
 	}
-	med := map[string]float64{}
+	med, lo, hi = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, mt := range metrics {
 		var xs []float64
 		for _, p := range pairs {
@@ -216,15 +229,18 @@ func pairedRatios(a, b []result) ([]pairedRatio, map[string]float64) {
 		}
 		if len(xs) > 0 {
 			med[mt.name] = median(xs)
+			lo[mt.name], hi[mt.name] = slices.Min(xs), slices.Max(xs)
 		}
 	}
-	return pairs, med
+	return pairs, med, lo, hi
 }
 
-// ratioRow is a row of ratios under the table, metric name to ratio.
+// ratioRow is a row of ratios under the table, metric name to ratio; with
+// hi set, a row of ranges from ratio (the lowest) to hi.
 type ratioRow struct {
 	name  string
 	ratio map[string]float64
+	hi    map[string]float64
 }
 
 // writeTable prints rows (and ratio rows under them) as an aligned table.
@@ -254,7 +270,11 @@ func writeTable(w io.Writer, rows []result, ratios []ratioRow) error {
 	for _, rr := range ratios {
 		cells := []string{rr.name}
 		for _, mt := range metrics {
-			if v, ok := rr.ratio[mt.name]; ok {
+			v, ok := rr.ratio[mt.name]
+			h, okHi := rr.hi[mt.name]
+			if ok && okHi {
+				cells = append(cells, fmt.Sprintf("%.2f-%.2fx", v, h))
+			} else if ok {
 				cells = append(cells, fmt.Sprintf("%.2fx", v))
 			} else {
 				cells = append(cells, "-")

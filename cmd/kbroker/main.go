@@ -25,6 +25,7 @@ import (
 
 	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/internal/devcluster"
+	"github.com/kbroker/kbroker/internal/profhttp"
 	"github.com/kbroker/kbroker/server"
 )
 
@@ -51,6 +52,7 @@ type options struct {
 	logLevel   string
 	version    bool
 	cpuProfile string
+	pprofAddr  string
 }
 
 // repeated collects every use of a repeatable flag.
@@ -67,6 +69,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default $KBROKER_LOG_LEVEL, else info)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
+	fs.StringVar(&o.pprofAddr, "pprof-address", "", "serve Go's profiles (net/http/pprof, and a CPU profile between POST /debug/pprof/cpu/start and /stop) on this loopback `host:port` (for performance work)")
 	return fs
 }
 
@@ -163,6 +166,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return exitConfig
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if opts.pprofAddr != "" {
+		addr, err := profhttp.Start(ctx, opts.pprofAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "kbroker: %v\n", err)
+			return exitConfig
+		}
+		logger.Info("serving Go profiles", "address", addr.String())
 	}
 
 	b, err := server.NewBroker(cfg, logger)

@@ -159,6 +159,10 @@ type Config struct {
 	// offers preferred leader election and delete records (default false:
 	// read-only).
 	ConsoleActionsEnable bool
+	// TestSyncJournal is kbroker.test.sync.journal (TEST-ONLY, default
+	// empty: off): a file where every log records what of its .log files
+	// reached stable storage, for the power-loss test (segment.SyncJournal).
+	TestSyncJournal string
 	// AcksFsync is kbroker.acks.fsync, the default of the topic config
 	// of the same name: acknowledge writes only once fdatasynced
 	// (default false, as Kafka, which leaves flushing to the OS).

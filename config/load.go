@@ -549,6 +549,7 @@ func properties() []prop {
 			},
 			get: func(c Config) string { return c.MetricsAddress },
 		},
+		stringProp("kbroker.test.sync.journal", "TEST-ONLY, for the power-loss test: a file recording every fsync, truncation, creation, rename and removal of .log files, so a test can cut them to what a power cut would have left; empty (the default) records nothing", func(c *Config) *string { return &c.TestSyncJournal }),
 		boolProp("kbroker.acks.fsync", "acknowledge writes only once fdatasynced (acks=1: the leader; acks=all: the leader and every in-sync follower), with group commit; the default of the topic config of the same name", func(c *Config) *bool { return &c.AcksFsync }),
 		boolProp("kbroker.console.actions.enable", "let the live console elect preferred leaders and delete records (POST from its own page only; as User:ANONYMOUS under the authorizer)", func(c *Config) *bool { return &c.ConsoleActionsEnable }),
 	}

@@ -69,6 +69,10 @@ type Config struct {
 	// many logs of one log dir OpenAll opens (recovers), and Close
 	// closes, at a time. 0: DefaultRecoveryThreadsPerDataDir.
 	RecoveryThreadsPerDataDir int
+	// SyncJournalPath is kbroker.test.sync.journal (TEST-ONLY): when set,
+	// every log records what of its .log files reached stable storage
+	// there (segment.SyncJournal), for the power-loss test.
+	SyncJournalPath string
 }
 
 // Stats counts replication events for metrics.
@@ -81,6 +85,9 @@ type Stats struct {
 type Manager struct {
 	cfg    Config
 	logger *slog.Logger
+	// journal is the test-only sync journal every log records in
+	// (Config.SyncJournalPath); nil: none.
+	journal *segment.SyncJournal
 	// dirs are the log dirs, absolute, in configured order.
 	dirs []string
 	// cleanDirs are the dirs whose previous run ended with every log in
@@ -176,6 +183,12 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		sendFiles:       sendfile.NewBudget(sendfileMaxDescriptors),
 		descriptorLog:   ratelog.New(5 * time.Second),
 		partitions:      make(map[TopicPartition]*Partition),
+	}
+	if cfg.SyncJournalPath != "" {
+		if m.journal, err = segment.OpenSyncJournal(cfg.SyncJournalPath); err != nil {
+			return nil, err
+		}
+		logger.Warn("test hook: journaling fsyncs of .log files", "journal", cfg.SyncJournalPath)
 	}
 	m.moveCtx, m.stopMoves = context.WithCancel(context.Background())
 	for _, dir := range dirs {
@@ -591,6 +604,9 @@ func (m *Manager) Close() error {
 	m.partitions = map[TopicPartition]*Partition{}
 	m.mu.Unlock()
 	failedDirs, errs := m.closeAll(parts)
+	if err := m.journal.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close sync journal: %w", err))
+	}
 	for _, dir := range m.dirs {
 		if failedDirs[dir] || !m.dirUsable(dir) {
 			continue

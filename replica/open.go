@@ -177,7 +177,7 @@ func (m *Manager) finishOpen(job *openJob, cfg PartitionConfig) (*Partition, err
 			return nil, m.endOpen(job, nil, fmt.Errorf("remove stale log of %s: %w", tp, err))
 		}
 	}
-	log, err := segment.Open(dir, cfg.Log, m.cleanDirs[job.home], logger)
+	log, err := segment.Open(dir, cfg.Log, m.cleanDirs[job.home], logger, segment.WithSyncJournal(m.journal))
 	if err != nil {
 		return nil, m.endOpen(job, nil, fmt.Errorf("open log of %s: %w", tp, err))
 	}

@@ -305,6 +305,7 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 	if err != nil {
 		return l.errorf("clean: %w", err)
 	}
+	l.journal.created(logPath)
 	removeCleaned := func() {
 		out.Close()
 		_ = os.Remove(logPath)
@@ -366,7 +367,7 @@ func (l *Log) cleanGroup(opts CleanOptions, group []*cleanSource, groupEnd int64
 	}
 	err = w.Flush()
 	if err == nil {
-		err = out.Sync()
+		err = l.journal.syncFile(out, fileSync)
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
@@ -462,7 +463,7 @@ func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bo
 	}
 	syncDir := func() error { return atomicfile.SyncDir(l.dir) }
 	rename := func(from, to string) func() error {
-		return func() error { return os.Rename(from, to) }
+		return func() error { return l.journal.rename(from, to) }
 	}
 
 	if stale := l.snapshotsClosedByLocked(removed); len(stale) > 0 {
@@ -533,7 +534,7 @@ func (l *Log) swapInLocked(group []*cleanSource, base, groupEnd int64, hasTxn bo
 		}
 	}
 
-	seg, err := openSegment(l.dir, base, false, l.now())
+	seg, err := openSegment(l.dir, base, false, l.now(), l.journal)
 	if err != nil {
 		return l.errorf("clean: open cleaned segment %d: %w", base, err)
 	}
@@ -645,7 +646,7 @@ func (l *Log) completeSwaps() error {
 		if err := os.Rename(swapTxn, segmentPath(l.dir, base, txnIndexSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("complete swap %s: %w", swapLog, err)
 		}
-		if err := os.Rename(swapLog, segmentPath(l.dir, base, logSuffix)); err != nil {
+		if err := l.journal.rename(swapLog, segmentPath(l.dir, base, logSuffix)); err != nil {
 			return fmt.Errorf("complete swap %s: %w", swapLog, err)
 		}
 		if err := atomicfile.SyncDir(l.dir); err != nil {

@@ -154,7 +154,7 @@ func (l *Log) syncRound() error {
 
 	var syncErr error
 	for _, f := range files {
-		if err := fdatasync(f); err != nil && syncErr == nil {
+		if err := l.journal.syncFile(f, fdatasync); err != nil && syncErr == nil {
 			syncErr = fmt.Errorf("fdatasync %s: %w", f.Name(), err)
 		}
 	}

@@ -95,6 +95,8 @@ type Log struct {
 	dir    string
 	logger *slog.Logger
 	now    func() time.Time // the clock; tests may replace it right after Open
+	// journal is the test-only sync journal (WithSyncJournal); nil: none.
+	journal *SyncJournal
 
 	// flushers counts roll-time flush goroutines; Close waits for them
 	// without holding mu.
@@ -300,7 +302,7 @@ func (l *Log) rollLocked(now time.Time) error {
 // lie above the log end offset (a follower's batch after a cleaned gap).
 func (l *Log) rollToLocked(now time.Time, base int64) error {
 	old := l.activeLocked()
-	seg, err := openSegment(l.dir, base, true, now)
+	seg, err := openSegment(l.dir, base, true, now, l.journal)
 	if err != nil {
 		return l.errorf("roll to %d: %w", base, err)
 	}

@@ -47,7 +47,7 @@ var straySuffixes = []string{deletedSuffix, cleanedSuffix, swapSuffix, swapEndSu
 // finds nothing to cut changes nothing on disk and leaves the recovery
 // point at the checkpoint (no fsync); one that cuts fsyncs the result and
 // starts from the log end.
-func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log, error) {
+func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger, opts ...OpenOption) (*Log, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -61,6 +61,9 @@ func Open(dir string, cfg Config, cleanShutdown bool, logger *slog.Logger) (*Log
 		durable:     durableState{dirBase: -1},
 
 		txnCompleteBelow: math.MaxInt64,
+	}
+	for _, o := range opts {
+		o(l)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, l.errorf("open: %w", err)
@@ -104,7 +107,7 @@ func (l *Log) load(clean bool) error {
 	l.epochs = epochs
 
 	if len(bases) == 0 {
-		s, err := openSegment(l.dir, max(ckptStart, 0), true, now)
+		s, err := openSegment(l.dir, max(ckptStart, 0), true, now, l.journal)
 		if err != nil {
 			return l.errorf("open: create first segment: %w", err)
 		}
@@ -117,7 +120,7 @@ func (l *Log) load(clean bool) error {
 	recovered, cut := false, false
 	for i, base := range bases {
 		missingIndex, emptyIndex := indexState(l.dir, base)
-		s, err := openSegment(l.dir, base, false, now)
+		s, err := openSegment(l.dir, base, false, now, l.journal)
 		if err != nil {
 			return l.errorf("open segment %d: %w", base, err)
 		}

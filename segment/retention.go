@@ -103,7 +103,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.deleteSnapshotsLocked(func(int64) bool { return true }); err != nil {
 		return l.errorf("truncate fully: %w", err)
 	}
-	s, err := openSegment(l.dir, offset, true, l.now())
+	s, err := openSegment(l.dir, offset, true, l.now(), l.journal)
 	if err == nil {
 		err = s.resizeIndexes(int64(l.cfg.MaxIndexBytes))
 	}

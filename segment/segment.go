@@ -51,11 +51,14 @@ type segment struct {
 
 	bytesSinceIndex int64 // bytes appended since the last offset-index entry
 	removed         bool  // files deleted; set under Log.mu
+
+	journal *SyncJournal // test-only record of what reached stable storage; nil: none
 }
 
 // openSegment opens the files of the segment at base; with create it starts
-// a new empty segment (removing any stale files with the same name).
-func openSegment(dir string, base int64, create bool, now time.Time) (*segment, error) {
+// a new empty segment (removing any stale files with the same name). j is
+// the Log's test-only sync journal (nil: none).
+func openSegment(dir string, base int64, create bool, now time.Time, j *SyncJournal) (*segment, error) {
 	logPath := segmentPath(dir, base, logSuffix)
 	flags := os.O_RDWR
 	if create {
@@ -70,8 +73,11 @@ func openSegment(dir string, base int64, create bool, now time.Time) (*segment, 
 	if err != nil {
 		return nil, err
 	}
+	if create {
+		j.created(logPath)
+	}
 	s := &segment{dir: dir, base: base, log: f, size: size, next: base,
-		maxTs: -1, maxTsOffset: -1, created: now}
+		maxTs: -1, maxTsOffset: -1, created: now, journal: j}
 	if s.offIdx, err = openOffsetIndex(segmentPath(dir, base, indexSuffix), base); err != nil {
 		f.Close()
 		return nil, err
@@ -143,6 +149,7 @@ func (s *segment) append(batch []byte, h recordbatch.Header, indexInterval int32
 	if _, err := s.log.WriteAt(batch, pos); err != nil {
 		// Drop whatever part was written so the file ends on a batch.
 		_ = s.log.Truncate(pos)
+		s.journal.truncated(s.name(), pos)
 		return fmt.Errorf("write %s: %w", s.name(), err)
 	}
 	if pos == 0 {
@@ -394,7 +401,9 @@ func (s *segment) rebuild(validate bool, indexInterval int32, onBatch func(recor
 	s.next = next
 	s.bytesSinceIndex = valid - lastIndexPos
 	if valid < s.size {
-		if err := s.log.Truncate(valid); err != nil {
+		err := s.log.Truncate(valid)
+		s.journal.truncated(s.name(), valid)
+		if err != nil {
 			return 0, reason, fmt.Errorf("truncate %s: %w", s.name(), err)
 		}
 		dropped, s.size = s.size-valid, valid
@@ -419,7 +428,9 @@ func (s *segment) truncateTo(offset int64, maxIndexBytes int64, now time.Time) e
 		return err
 	}
 	if ok && pos < s.size {
-		if err := s.log.Truncate(pos); err != nil {
+		err := s.log.Truncate(pos)
+		s.journal.truncated(s.name(), pos)
+		if err != nil {
 			return fmt.Errorf("truncate %s: %w", s.name(), err)
 		}
 		s.size = pos
@@ -441,7 +452,7 @@ func (s *segment) deactivate() error {
 }
 
 func (s *segment) sync() error {
-	if err := s.log.Sync(); err != nil {
+	if err := s.journal.syncFile(s.log, fileSync); err != nil {
 		return fmt.Errorf("fsync %s: %w", s.name(), err)
 	}
 	if err := s.offIdx.sync(); err != nil {
@@ -472,6 +483,8 @@ func (s *segment) remove() error {
 	for _, p := range []string{s.offIdx.path, s.timeIdx.path, s.txnIdx.path, s.name()} {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
+		} else {
+			s.journal.removed(p)
 		}
 	}
 	return err

@@ -161,6 +161,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		ReplicaFetchWait:  b.cfg.ReplicaFetchWaitMax,
 		// Logs opened and closed at a time per log dir.
 		RecoveryThreadsPerDataDir: int(b.cfg.NumRecoveryThreadsPerDataDir),
+		SyncJournalPath:           b.cfg.TestSyncJournal,
 		// Checked with retention (log.retention.check.interval.ms).
 		ProducerIDExpiration: b.cfg.ProducerIDExpiration,
 		Cleaner: replica.CleanerConfig{

@@ -115,16 +115,22 @@ func (p *Partition) WaitDurable(ctx context.Context, res AppendResult) error {
 	}
 }
 
-// followerSync makes what a follower appended durable before its next
-// fetch reports its log end to the leader, when durable acknowledgements
-// are on for the partition.
-func (p *Partition) followerSync(ctx context.Context) error {
+// followerSyncNeeded reports whether the follower's log holds records
+// beyond its durable end with durable acknowledgements on.
+func (p *Partition) followerSyncNeeded() bool {
 	p.mu.Lock()
 	on := p.cfg.AcksFsync && !p.offline
 	p.mu.Unlock()
 	if !on {
-		return nil
+		return false
 	}
+	log := p.log()
+	return log.DurableEnd() < log.EndOffset()
+}
+
+// followerSync makes a follower's log durable to its end before its next
+// fetch reports that end to the leader.
+func (p *Partition) followerSync(ctx context.Context) error {
 	log := p.log()
 	if err := log.SyncTo(ctx, log.EndOffset()); err != nil {
 		if errors.Is(err, segment.ErrClosed) || ctx.Err() != nil {

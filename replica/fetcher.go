@@ -317,6 +317,24 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
+	// Durable acknowledgements: a fetch tells the leader this replica's
+	// log end, which the leader counts toward the high watermark, so what
+	// the log holds beyond its durable end is fdatasynced first (what the
+	// last fetch appended, or a log recovered after a crash).
+	var toSync []*Partition
+	for _, fp := range parts {
+		if !fp.truncate && fp.p.followerSyncNeeded() {
+			toSync = append(toSync, fp.p)
+		}
+	}
+	if len(toSync) > 0 {
+		syncCtx, cancelSync := context.WithTimeout(f.ctx, durableSyncTimeout)
+		err := syncFollowers(syncCtx, toSync)
+		cancelSync()
+		if err != nil {
+			return err
+		}
+	}
 	byTopic := map[[16]byte]int{}
 	ready := map[fetchKey]*fetchPart{}
 	sentTo := map[fetchKey]leaderRef{}
@@ -389,7 +407,6 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 	}
 	var firstErr error
 	failed, answered := 0, 0
-	var appendedTo []*Partition
 	for _, t := range fr.Topics {
 		for _, rp := range t.Partitions {
 			key := fetchKey{t.TopicID, rp.Partition}
@@ -432,22 +449,11 @@ func (f *fetcher) fetchOnce(parts []*fetchPart, added uint64) error {
 			if throttle != nil {
 				throttle.Record(fp.p.tp, len(rp.RecordBatches))
 			}
-			n, err := fp.p.appendAsFollower(leader, rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset)
-			if err != nil && firstErr == nil {
+			if _, err := fp.p.appendAsFollower(leader, rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset); err != nil && firstErr == nil {
 				firstErr = err
 				fp.truncate = true
 			}
-			if n > 0 {
-				appendedTo = append(appendedTo, fp.p)
-			}
 		}
-	}
-	// Durable acknowledgements: the next fetch reports these log ends to
-	// the leader, which counts them toward the high watermark.
-	syncCtx, cancelSync := context.WithTimeout(f.ctx, durableSyncTimeout)
-	defer cancelSync()
-	if err := syncFollowers(syncCtx, appendedTo); err != nil && firstErr == nil {
-		firstErr = err
 	}
 	if firstErr == nil && answered > 0 && failed == answered {
 		// Every partition errored (views still disagree on who leads):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/kbroker/kbroker/internal/atomicfile"
 	"golang.org/x/sys/unix"
@@ -22,7 +23,9 @@ import (
 // rebuilt from the .log by crash recovery (Open), so the recovery point
 // itself does not move here (it moves on roll, Flush and Close, which sync
 // the indexes too). A segment created since the last round also needs its
-// directory entry synced, or the file could vanish with the power.
+// directory entry synced, or the file could vanish with the power; and the
+// first round of a Log syncs the log dir, which holds the partition
+// directory's own entry.
 
 // durableState is the group commit's bookkeeping, guarded by Log.mu except
 // inFlight, which has its own lock (a round runs without Log.mu).
@@ -36,6 +39,10 @@ type durableState struct {
 	// dirGen or earlier, is known synced.
 	dirBase int64
 	dirGen  uint64
+	// parentSynced: the partition directory's own entry in its log dir
+	// was synced by a round of this Log (Open creates the directory; a
+	// durable first record must not vanish with it).
+	parentSynced bool
 	// rounds counts the sync rounds that completed.
 	rounds uint64
 	// inFlight is closed when the running round ends; nil when none runs.
@@ -135,6 +142,7 @@ func (l *Log) syncRound() error {
 	}
 	active := l.activeLocked().base
 	needDir := l.durable.dirGen != gen || active > l.durable.dirBase
+	needParent := !l.durable.parentSynced
 	for _, s := range segs {
 		// A duplicate descriptor: a concurrent truncation or retention may
 		// close the segment's own while the round runs without mu.
@@ -147,7 +155,7 @@ func (l *Log) syncRound() error {
 		files = append(files, f)
 	}
 	l.mu.RUnlock()
-	if from >= upTo && !needDir {
+	if from >= upTo && !needDir && !needParent {
 		closeAll(files)
 		return nil
 	}
@@ -162,6 +170,11 @@ func (l *Log) syncRound() error {
 	if syncErr == nil && needDir {
 		if err := atomicfile.SyncDir(l.dir); err != nil {
 			syncErr = fmt.Errorf("fsync dir: %w", err)
+		}
+	}
+	if syncErr == nil && needParent {
+		if err := atomicfile.SyncDir(filepath.Dir(l.dir)); err != nil {
+			syncErr = fmt.Errorf("fsync log dir: %w", err)
 		}
 	}
 
@@ -181,6 +194,9 @@ func (l *Log) syncRound() error {
 	}
 	if needDir {
 		l.durable.dirBase, l.durable.dirGen = active, gen
+	}
+	if needParent {
+		l.durable.parentSynced = true
 	}
 	return nil
 }

@@ -721,3 +721,46 @@ func TestSurvivesZooKeeperRestart(t *testing.T) {
 		t.Fatal("not connected after restart")
 	}
 }
+
+// A topic of 10,000 partitions (RF 3) is created, and grown by 3,000 more:
+// more states than one transaction may carry under jute.maxbuffer (1 MB;
+// ZooKeeper drops the connection of a bigger request), so they go in
+// several.
+func TestManyPartitionStates(t *testing.T) {
+	zk := zktest.Start(t)
+	ctx := testCtx(t)
+	s := connect(t, zk.Addr())
+	won, cepoch, v, err := s.ElectController(ctx, 1)
+	if err != nil || !won {
+		t.Fatal(won, err)
+	}
+	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
+	nt := NewTopic{Name: "many-partitions-topic", ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}}
+	for p := range int32(10_000) {
+		r := []int32{p%3 + 1, (p+1)%3 + 1, (p+2)%3 + 1}
+		nt.Assignment[p] = r
+		nt.States[p] = PartitionState{Leader: r[0], ISR: r, ControllerEpoch: cepoch}
+	}
+	if err := s.CreateTopic(ctx, v, nt); err != nil {
+		t.Fatal(err)
+	}
+	more := map[int32]PartitionState{}
+	a := TopicAssignment{ID: id, Partitions: nt.Assignment}
+	for p := int32(10_000); p < 13_000; p++ {
+		a.Partitions[p] = []int32{1, 2, 3}
+		more[p] = PartitionState{Leader: 1, ISR: []int32{1, 2, 3}, ControllerEpoch: cepoch}
+	}
+	if err := s.SetTopicAssignment(ctx, v, nt.Name, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreatePartitionStates(ctx, v, nt.Name, more); err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.PartitionStates(ctx, nt.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 13_000 || states[9_999].Leader != 1 || states[12_999].Leader != 1 || !slices.Equal(states[5].ISR, []int32{3, 1, 2}) {
+		t.Fatalf("%d states (9999: %+v, 12999: %+v, 5: %+v)", len(states), states[9_999], states[12_999], states[5])
+	}
+}

@@ -39,7 +39,8 @@ func validTopicName(name string) error {
 
 // CreateTopic writes the topic's config and assignment znodes (and its
 // initial partition states, if given) in one transaction fenced on the
-// controller epoch. An existing topic is ErrTopicExists.
+// controller epoch, except the states of a topic too big for one
+// transaction, which follow in more. An existing topic is ErrTopicExists.
 func (s *Store) CreateTopic(ctx context.Context, epochZkVersion int32, t NewTopic) error {
 	if err := validTopicName(t.Name); err != nil {
 		return fmt.Errorf("create topic: %w", err)
@@ -62,10 +63,18 @@ func (s *Store) CreateTopic(ctx context.Context, epochZkVersion int32, t NewTopi
 	}
 	topicData := EncodeTopicAssignment(TopicAssignment{ID: t.ID, Partitions: t.Assignment})
 	configData := EncodeTopicConfig(t.Configs)
+	// The states that fit go in the topic's transaction; the rest (a
+	// topic of thousands of partitions would exceed jute.maxbuffer) in
+	// CreatePartitionStates' transactions right after.
 	var stateOps []any
+	rest := map[int32]PartitionState{}
 	if len(t.States) > 0 {
 		stateOps = append(stateOps, s.createOp(TopicPartitionsPath(t.Name), nil, 0))
 		for _, p := range slices.Sorted(maps.Keys(t.States)) {
+			if len(stateOps)+4 > maxOpsPerMulti {
+				rest[p] = t.States[p]
+				continue
+			}
 			stateOps = append(stateOps,
 				s.createOp(TopicPartitionPath(t.Name, p), nil, 0),
 				s.createOp(PartitionStatePath(t.Name, p), EncodePartitionState(t.States[p]), 0))
@@ -80,6 +89,14 @@ func (s *Store) CreateTopic(ctx context.Context, epochZkVersion int32, t NewTopi
 		}
 		ops := append([]any{s.createOp(TopicPath(t.Name), topicData, 0), configOp}, stateOps...)
 		_, err = s.fencedMulti(ctx, epochZkVersion, ops...)
+		if err == nil && len(rest) > 0 {
+			// A crash before these land leaves partitions without a
+			// state, which the next controller creates.
+			err = s.CreatePartitionStates(ctx, epochZkVersion, t.Name, rest)
+			if err != nil {
+				return fmt.Errorf("create topic %q: %w", t.Name, err)
+			}
+		}
 		if err == nil {
 			s.logger.Info("created topic", "topic", t.Name, "topic_id", t.ID.String(), "partitions", len(t.Assignment))
 			return nil
@@ -387,9 +404,14 @@ func (s *Store) PartitionState(ctx context.Context, topic string, partition int3
 
 // CreatePartitionStates creates state znodes (and their parents) for new
 // partitions of an existing topic, fenced on the controller epoch
-// (KafkaZkClient.createTopicPartitionStatesRaw), in one transaction.
+// (KafkaZkClient.createTopicPartitionStatesRaw). Up to about
+// maxOpsPerMulti/2 partitions go in one transaction, each checking that the
+// topic still exists: one transaction for a topic of 10,000 partitions
+// would exceed jute.maxbuffer and ZooKeeper would drop the connection. A
+// partition's znode and its state are always in the same transaction, so a
+// crash between two leaves whole partitions without a state, which a new
+// controller creates (as Kafka's, which writes them one by one).
 func (s *Store) CreatePartitionStates(ctx context.Context, epochZkVersion int32, topic string, states map[int32]PartitionState) error {
-	var ops []any
 	exists := false
 	err := s.retry(ctx, func() error {
 		var err error
@@ -399,22 +421,34 @@ func (s *Store) CreatePartitionStates(ctx context.Context, epochZkVersion int32,
 	if err != nil {
 		return fmt.Errorf("create partition states of %q: %w", topic, err)
 	}
-	ops = append(ops, s.checkOp(TopicPath(topic), -1))
+	ops := []any{s.checkOp(TopicPath(topic), -1)}
 	if !exists {
 		ops = append(ops, s.createOp(TopicPartitionsPath(topic), nil, 0))
 	}
+	flush := func() error {
+		_, err := s.fencedMulti(ctx, epochZkVersion, ops...)
+		var me *MultiError
+		if errors.As(err, &me) && me.Index == 0 {
+			return fmt.Errorf("create partition states of %q: %w", topic, ErrTopicNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("create partition states of %q: %w", topic, err)
+		}
+		ops = []any{s.checkOp(TopicPath(topic), -1)}
+		return nil
+	}
 	for _, p := range slices.Sorted(maps.Keys(states)) {
+		if len(ops)+2 > maxOpsPerMulti {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		ops = append(ops,
 			s.createOp(TopicPartitionPath(topic, p), nil, 0),
 			s.createOp(PartitionStatePath(topic, p), EncodePartitionState(states[p]), 0))
 	}
-	_, err = s.fencedMulti(ctx, epochZkVersion, ops...)
-	var me *MultiError
-	if errors.As(err, &me) && me.Index == 0 {
-		return fmt.Errorf("create partition states of %q: %w", topic, ErrTopicNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("create partition states of %q: %w", topic, err)
+	if len(ops) > 1 {
+		return flush()
 	}
 	return nil
 }

@@ -21,7 +21,8 @@
 #   partition's ISR is full again.
 #
 # Environment: N (default 10000), RECORDS (per partition, default 2),
-# CLUSTER (1/0), CLUSTER_N (default N), CLUSTER_RF (default 3),
+# CLUSTER (1/0), EMBEDDED (1/0: skip the embedded part with 0),
+# CLUSTER_N (default N), CLUSTER_RF (default 3),
 # ZK_SESSION_MS (zookeeper.session.timeout.ms, default 6000: a kill -9 of
 # the controller is noticed when its session expires, so the failover
 # figure includes it),
@@ -102,6 +103,7 @@ echo "kbench-partitions: N=$N RECORDS=$RECORDS, $(nproc) cores, loadavg $(cut -d
 echo "kbench-partitions: ulimit -n $(ulimit -n)"
 
 # ---------------------------------------------------------------- embedded
+if [[ "${EMBEDDED:-1}" == 1 ]]; then
 port=$(free_port)
 edata="$work/embedded"
 start_embedded() {
@@ -151,6 +153,7 @@ echo "  partition after restarts: $(kib_per_partition "$edata" many)"
 kill -9 "$epid"
 wait_exit "$epid"
 rm -rf "$edata"
+fi
 
 [[ "$CLUSTER" == 1 ]] || exit 0
 

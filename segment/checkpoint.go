@@ -39,6 +39,16 @@ var errCheckpointMissing = errors.New("checkpoint file missing")
 
 // writeCheckpoint atomically replaces path with the given entries.
 func writeCheckpoint(path string, entries [][]int64) error {
+	return atomicfile.Write(path, encodeCheckpoint(entries))
+}
+
+// writeCheckpointNoSync is writeCheckpoint without fsyncs (see
+// atomicfile.WriteNoSync).
+func writeCheckpointNoSync(path string, entries [][]int64) error {
+	return atomicfile.WriteNoSync(path, encodeCheckpoint(entries))
+}
+
+func encodeCheckpoint(entries [][]int64) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%d\n%d\n", checkpointVersion, len(entries))
 	for _, e := range entries {
@@ -50,7 +60,7 @@ func writeCheckpoint(path string, entries [][]int64) error {
 		}
 		b.WriteByte('\n')
 	}
-	return atomicfile.Write(path, b.Bytes())
+	return b.Bytes()
 }
 
 // readCheckpoint parses a checkpoint whose entries have `fields` integers.

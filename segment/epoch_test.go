@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -170,5 +171,47 @@ func TestEpochCacheInLog(t *testing.T) {
 	defer l.Close()
 	if got := fmt.Sprint(l.EpochEntries()); got != "[{2 12}]" {
 		t.Fatalf("rebuilt from damaged: %s", got)
+	}
+}
+
+// An epoch assignment rewrites the checkpoint without fsync; a flush
+// fsyncs it before the recovery point moves, a roll's background flush
+// too; after a crash that lost the unsynced rewrite (the file emptied),
+// Open rebuilds the same cache from the batches.
+func TestEpochAssignmentSyncedByFlush(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, testConfig(), true, nil)
+	a := newAppender(t, l)
+	a.epoch = 3
+	a.add(2, 10)
+	if err := l.AssignEpoch(5, l.EndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.RLock()
+	unsynced := l.epochsUnsynced
+	l.mu.RUnlock()
+	if !unsynced {
+		t.Fatal("an epoch assignment did not mark the checkpoint unsynced")
+	}
+	a.epoch = 5
+	a.add(3, 10)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.RLock()
+	unsynced = l.epochsUnsynced
+	l.mu.RUnlock()
+	if unsynced {
+		t.Fatal("Flush left the epoch checkpoint unsynced")
+	}
+	want := l.EpochEntries()
+	crash(l)
+	if err := os.WriteFile(filepath.Join(dir, EpochCheckpointFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, testConfig(), false, nil)
+	defer l.Close()
+	if got := l.EpochEntries(); !slices.Equal(got, want) {
+		t.Fatalf("rebuilt epochs %v, want %v", got, want)
 	}
 }

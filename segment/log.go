@@ -125,6 +125,11 @@ type Log struct {
 	// point and not fsynced yet (WriteProducerSnapshot); a flush that
 	// moves the recovery point past one fsyncs it first.
 	unsyncedSnapshots map[int64]bool
+	// epochsUnsynced: an epoch assignment rewrote the leader epoch
+	// checkpoint without fsync since the last durable write of it;
+	// epochWrites counts those rewrites.
+	epochsUnsynced bool
+	epochWrites    uint64
 	// durable is the group commit of durable appends (durable.go).
 	durable durableState
 
@@ -337,6 +342,7 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 	}
 	segs := l.unflushedSegmentsLocked(upTo)
 	snaps := l.unsyncedSnapshotsLocked(upTo)
+	epochsUnsynced, epochWrites := l.epochsUnsynced, l.epochWrites
 	l.mu.RUnlock()
 
 	type failure struct {
@@ -349,7 +355,7 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 			failures = append(failures, failure{s, err})
 		}
 	}
-	snapErr := l.syncSnapshots(snaps)
+	snapErr := errors.Join(l.syncSnapshots(snaps), l.syncEpochs(epochsUnsynced))
 	dirErr := atomicfile.SyncDir(l.dir)
 
 	l.mu.Lock()
@@ -370,6 +376,15 @@ func (l *Log) flushUpTo(upTo int64, gen uint64) error {
 	}
 	for _, o := range snaps {
 		delete(l.unsyncedSnapshots, o)
+	}
+	if l.epochWrites == epochWrites {
+		l.epochsUnsynced = false
+	} else if err := errors.Join(l.syncEpochs(true), atomicfile.SyncDir(l.dir)); err != nil {
+		// Rewritten while the segments were being fsynced: a small file,
+		// so under the lock.
+		return l.errorf("flush: %w", err)
+	} else {
+		l.epochsUnsynced = false
 	}
 	if late := l.unsyncedSnapshotsLocked(upTo); len(late) > 0 {
 		// Written while the segments were being fsynced: rare, and
@@ -414,12 +429,13 @@ func (l *Log) flushLocked(now time.Time) error {
 		}
 	}
 	snaps := l.unsyncedSnapshotsLocked(leo)
-	if err := l.syncSnapshots(snaps); err != nil {
+	if err := errors.Join(l.syncSnapshots(snaps), l.syncEpochs(l.epochsUnsynced)); err != nil {
 		return l.errorf("flush: %w", err)
 	}
 	if err := atomicfile.SyncDir(l.dir); err != nil {
 		return l.errorf("flush: fsync dir: %w", err)
 	}
+	l.epochsUnsynced = false
 	for _, o := range snaps {
 		delete(l.unsyncedSnapshots, o)
 	}
@@ -575,12 +591,38 @@ func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
 		return l.errorf("%w", err)
 	}
 	if changed {
-		return l.writeEpochsLocked()
+		// Not fsynced here: a broker becoming leader of thousands of
+		// partitions would wait two fsyncs per partition (Kafka 3.7
+		// likewise stopped fsyncing it on assignment, KAFKA-15046).
+		// Flushes fsync it before the recovery point moves past the
+		// epoch's start; before that, a crash either keeps the file or
+		// leaves it unreadable, and Open rebuilds it from the batches.
+		if err := writeCheckpointNoSync(filepath.Join(l.dir, EpochCheckpointFile), l.epochs.checkpointEntries()); err != nil {
+			return l.errorf("write leader epoch checkpoint: %w", err)
+		}
+		l.epochWrites++
+		l.epochsUnsynced = true
 	}
 	return nil
 }
 
+// syncEpochs fsyncs the leader epoch checkpoint when unsynced (an
+// assignment rewrote it without). It takes no lock.
+func (l *Log) syncEpochs(unsynced bool) error {
+	if !unsynced {
+		return nil
+	}
+	err := atomicfile.SyncFile(filepath.Join(l.dir, EpochCheckpointFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // rewritten or removed meanwhile; the next flush syncs that
+	}
+	return err
+}
+
+// writeEpochsLocked writes the leader epoch checkpoint durably (a
+// truncation, a rebuild).
 func (l *Log) writeEpochsLocked() error {
+	l.epochsUnsynced = false
 	if err := writeCheckpoint(filepath.Join(l.dir, EpochCheckpointFile), l.epochs.checkpointEntries()); err != nil {
 		return l.errorf("write leader epoch checkpoint: %w", err)
 	}

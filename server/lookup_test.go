@@ -29,7 +29,7 @@ func adminTestConfig(dir string) config.Config {
 // newAdminTestBroker assembles a broker's controller, replicas and group
 // coordinator in a temporary directory, without listeners, so handlers can
 // be called directly.
-func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
+func newAdminTestBroker(t testing.TB, mutate ...func(*config.Config)) *Broker {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := adminTestConfig(dir)
@@ -67,7 +67,7 @@ func newAdminTestBroker(t *testing.T, mutate ...func(*config.Config)) *Broker {
 }
 
 // mustCreateTopic creates a topic through the controller.
-func mustCreateTopic(t *testing.T, b *Broker, name string, partitions int32, configs map[string]string) *controller.Topic {
+func mustCreateTopic(t testing.TB, b *Broker, name string, partitions int32, configs map[string]string) *controller.Topic {
 	t.Helper()
 	topic, err := b.controller.CreateTopic(controller.CreateTopicRequest{
 		Name: name, NumPartitions: partitions, ReplicationFactor: 1, Configs: configs,

@@ -756,10 +756,29 @@ func TestManyPartitionStates(t *testing.T) {
 	if err := s.CreatePartitionStates(ctx, v, nt.Name, more); err != nil {
 		t.Fatal(err)
 	}
+	readStart := time.Now()
 	states, err := s.PartitionStates(ctx, nt.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("read %d partition states in %v", len(states), time.Since(readStart))
+	var updates []PartitionUpdate
+	for p := int32(0); p < 3_333; p++ {
+		st := states[p]
+		st.Leader, st.LeaderEpoch, st.ISR = st.ISR[1], st.LeaderEpoch+1, st.ISR[1:]
+		updates = append(updates, PartitionUpdate{TopicPartition: TopicPartition{Topic: nt.Name, Partition: p}, State: st})
+	}
+	writeStart := time.Now()
+	results, err := s.SetPartitionStates(ctx, v, updates...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Err != nil || r.ZkVersion != 1 {
+			t.Fatalf("update %v: version %d, %v", r.TopicPartition, r.ZkVersion, r.Err)
+		}
+	}
+	t.Logf("wrote %d partition states in %v", len(updates), time.Since(writeStart))
 	if len(states) != 13_000 || states[9_999].Leader != 1 || states[12_999].Leader != 1 || !slices.Equal(states[5].ISR, []int32{3, 1, 2}) {
 		t.Fatalf("%d states (9999: %+v, 12999: %+v, 5: %+v)", len(states), states[9_999], states[12_999], states[5])
 	}

@@ -65,7 +65,10 @@ type queuedResponse struct {
 // st records when the connection was last active and how many requests
 // are in flight, for connections.max.idle.ms.
 func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *listener) {
-	logger := b.logger.With("remote", c.RemoteAddr().String())
+	// The peer's address, formatted once: every request's context carries
+	// it (formatting it per request cost two allocations each).
+	remote := c.RemoteAddr().String()
+	logger := b.logger.With("remote", remote)
 	principal := "User:ANONYMOUS"
 	var authDone atomic.Bool
 	if l.tls != nil || l.sasl != nil {
@@ -183,7 +186,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			if err != nil {
 				var authErr *sasl.AuthError
 				if errors.As(err, &authErr) {
-					b.authFailed(&requestContext{listener: l.name, remote: c.RemoteAddr().String()}, authErr)
+					b.authFailed(&requestContext{listener: l.name, remote: remote}, authErr)
 				} else {
 					logger.Info("closing connection: SASL exchange failed", "listener", l.name, "err", err)
 				}
@@ -219,7 +222,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			return // requests already buffered must not be appended
 		}
 		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
-			auth: auth, principal: auth.principal, remote: c.RemoteAddr().String()}
+			auth: auth, principal: auth.principal, remote: remote}
 		timing := &requestTiming{name: requestMetricsName(req), received: received, dequeued: time.Now()}
 		resp, mutedUntil, err := b.handleWithQuotas(withRequestTiming(ctx, timing), rc, req, len(frame))
 		timing.handled = time.Now()

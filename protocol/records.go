@@ -35,39 +35,52 @@ import (
 // (timestamp type, compaction keys) or the producer state are left to the
 // caller.
 func ValidateProduceRecords(records []byte, maxBatchBytes int32) ([][]byte, []recordbatch.Header, error) {
+	h, err := ValidateProduceBatch(records, maxBatchBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return [][]byte{records}, []recordbatch.Header{h}, nil
+}
+
+// ValidateProduceBatch is ValidateProduceRecords for a caller that keeps
+// the batch (all of records, when valid) and its header where it likes:
+// it returns only the header, and allocates nothing for a valid batch.
+func ValidateProduceBatch(records []byte, maxBatchBytes int32) (recordbatch.Header, error) {
 	if len(records) == 0 {
-		return nil, nil, fmt.Errorf("%w: produce records hold no record batch", kerr.InvalidRecord)
+		return recordbatch.Header{}, fmt.Errorf("%w: produce records hold no record batch", kerr.InvalidRecord)
 	}
 	h, err := recordbatch.ParseHeader(records)
 	if err != nil {
 		if errors.Is(err, recordbatch.ErrMagic) && (h.Magic == 0 || h.Magic == 1) {
-			return nil, nil, fmt.Errorf("%w: %w", kerr.InvalidRecord, err)
+			return recordbatch.Header{}, fmt.Errorf("%w: %w", kerr.InvalidRecord, err)
 		}
-		return nil, nil, fmt.Errorf("%w: %w", kerr.CorruptMessage, err)
+		return recordbatch.Header{}, fmt.Errorf("%w: %w", kerr.CorruptMessage, err)
 	}
 	size := h.Size()
 	switch {
 	case size > len(records):
-		return nil, nil, fmt.Errorf("%w: %w: batch of %d bytes, %d present", kerr.CorruptMessage, recordbatch.ErrShort, size, len(records))
+		return recordbatch.Header{}, fmt.Errorf("%w: %w: batch of %d bytes, %d present", kerr.CorruptMessage, recordbatch.ErrShort, size, len(records))
 	case size < len(records):
-		return nil, nil, fmt.Errorf("%w: %d bytes after the first batch: exactly one record batch per partition is allowed", kerr.InvalidRecord, len(records)-size)
+		return recordbatch.Header{}, fmt.Errorf("%w: %d bytes after the first batch: exactly one record batch per partition is allowed", kerr.InvalidRecord, len(records)-size)
 	case int64(size) > int64(maxBatchBytes):
-		return nil, nil, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", kerr.MessageTooLarge, size, maxBatchBytes)
+		return recordbatch.Header{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", kerr.MessageTooLarge, size, maxBatchBytes)
 	case h.BaseOffset != 0:
-		return nil, nil, fmt.Errorf("%w: base offset %d, want 0", kerr.InvalidRecord, h.BaseOffset)
+		return recordbatch.Header{}, fmt.Errorf("%w: base offset %d, want 0", kerr.InvalidRecord, h.BaseOffset)
 	}
-	if _, err := recordbatch.Validate(records); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", kerr.CorruptMessage, err)
+	// The header is parsed: check the codec and the CRC (the one pass
+	// over the batch's bytes) without parsing it again.
+	if err := recordbatch.ValidateParsed(records, h); err != nil {
+		return recordbatch.Header{}, fmt.Errorf("%w: %w", kerr.CorruptMessage, err)
 	}
 	switch {
 	case h.RecordCount <= 0:
-		return nil, nil, fmt.Errorf("%w: record count %d", kerr.InvalidRecord, h.RecordCount)
+		return recordbatch.Header{}, fmt.Errorf("%w: record count %d", kerr.InvalidRecord, h.RecordCount)
 	case int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
-		return nil, nil, fmt.Errorf("%w: lastOffsetDelta %d inconsistent with record count %d", kerr.InvalidRecord, h.LastOffsetDelta, h.RecordCount)
+		return recordbatch.Header{}, fmt.Errorf("%w: lastOffsetDelta %d inconsistent with record count %d", kerr.InvalidRecord, h.LastOffsetDelta, h.RecordCount)
 	case h.IsControl():
-		return nil, nil, fmt.Errorf("%w: clients may not write control batches", kerr.InvalidRecord)
+		return recordbatch.Header{}, fmt.Errorf("%w: clients may not write control batches", kerr.InvalidRecord)
 	case h.ProducerID >= 0 && h.BaseSequence < 0:
-		return nil, nil, fmt.Errorf("%w: producer id %d with base sequence %d", kerr.InvalidRecord, h.ProducerID, h.BaseSequence)
+		return recordbatch.Header{}, fmt.Errorf("%w: producer id %d with base sequence %d", kerr.InvalidRecord, h.ProducerID, h.BaseSequence)
 	}
-	return [][]byte{records}, []recordbatch.Header{h}, nil
+	return h, nil
 }

@@ -54,6 +54,11 @@ func TestValidateProduceRecords(t *testing.T) {
 		{"negative length", func() []byte { b := bytes.Clone(good); b[8] = 0xff; return b }(), 1 << 20, kerr.CorruptMessage},
 	} {
 		batches, headers, err := ValidateProduceRecords(tc.records, tc.max)
+		// ValidateProduceBatch decides alike and returns the same header.
+		if h, berr := ValidateProduceBatch(tc.records, tc.max); (berr == nil) != (err == nil) ||
+			(err != nil && ErrorCode(berr) != ErrorCode(err)) || (err == nil && h != headers[0]) {
+			t.Errorf("%s: ValidateProduceBatch: %+v, %v; ValidateProduceRecords: %v", tc.name, h, berr, err)
+		}
 		if tc.want == nil {
 			if err != nil {
 				t.Errorf("%s: %v", tc.name, err)

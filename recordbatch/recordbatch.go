@@ -161,16 +161,22 @@ func Validate(b []byte) (Header, error) {
 	if err != nil {
 		return h, err
 	}
+	return h, ValidateParsed(b, h)
+}
+
+// ValidateParsed is Validate for a batch whose header h the caller has
+// already parsed from b: the length, the codec and the CRC.
+func ValidateParsed(b []byte, h Header) error {
 	if len(b) < h.Size() {
-		return h, ErrShort
+		return ErrShort
 	}
 	if h.Compression() >= compressionUnknown {
-		return h, fmt.Errorf("%w: unknown compression codec %d", ErrCorrupt, h.Compression())
+		return fmt.Errorf("%w: unknown compression codec %d", ErrCorrupt, h.Compression())
 	}
 	if crc32.Checksum(b[offAttributes:h.Size()], castagnoli) != h.CRC {
-		return h, ErrCRC
+		return ErrCRC
 	}
-	return h, nil
+	return nil
 }
 
 // ComputeCRC returns the CRC-32C over a batch's attributes..end.

@@ -97,16 +97,16 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 	// Phase 1: validate every partition's batches; phase 2: verify the
 	// transactions they open (KIP-890 part 1, one coordinator call); phase
 	// 3: append.
-	type target struct {
-		part     *replica.Partition
-		batches  [][]byte
-		headers  []recordbatch.Header
-		out      *kmsg.ProduceResponseTopicPartition
-		setErr   func(error)
-		txn      txn.TopicPartition
-		verified *replica.TxnVerification
+	// One allocation each for every partition's target, batch and header
+	// (a partition holds exactly one batch), not a few per partition.
+	nParts := 0
+	for _, rt := range req.Topics {
+		nParts += len(rt.Partitions)
 	}
-	var targets []*target
+	dests := make([]produceDest, 0, nParts)
+	batchesOf := make([][]byte, nParts)
+	headersOf := make([]recordbatch.Header, nParts)
+	targets := make([]*produceDest, 0, nParts)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for ti, rt := range req.Topics {
 		st := &resp.Topics[ti]
@@ -117,14 +117,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 			sp := &st.Partitions[pi]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
-			setErr := func(err error) {
-				sp.ErrorCode = protocol.ErrorCode(err)
-				sp.BaseOffset = -1
-				if req.Version >= 8 {
-					msg := err.Error()
-					sp.ErrorMessage = &msg
-				}
-			}
+			setErr := func(err error) { setProduceError(sp, req.Version, err) } // does not escape: no allocation
 			if refuseTxn != nil {
 				setErr(refuseTxn)
 				continue
@@ -147,7 +140,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 				setErr(err)
 				continue
 			}
-			batches, headers, err := protocol.ValidateProduceRecords(rp.Records, part.MaxMessageBytes())
+			h, err := protocol.ValidateProduceBatch(rp.Records, part.MaxMessageBytes())
 			if err != nil {
 				if errors.Is(err, kerr.MessageTooLarge) {
 					b.ops.rejected(rt.Topic, len(rp.Records)) // Kafka's BytesRejectedPerSec
@@ -155,6 +148,9 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 				setErr(err)
 				continue
 			}
+			i := len(dests)
+			batchesOf[i], headersOf[i] = rp.Records, h
+			batches, headers := batchesOf[i:i+1:i+1], headersOf[i:i+1:i+1]
 			if part.Compacted() {
 				if recordErrs, err := keylessRecords(batches, rt.Topic, rp.Partition); err != nil {
 					setErr(err)
@@ -173,9 +169,10 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 					continue
 				}
 			}
-			t := &target{part: part, batches: batches, headers: headers, out: sp, setErr: setErr,
-				txn: txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}}
-			if h := headers[0]; h.IsTransactional() && req.TransactionID != nil {
+			dests = append(dests, produceDest{part: part, batches: batches, headers: headers, out: sp, version: req.Version,
+				txn: txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}})
+			t := &dests[i] // dests never grows past its capacity: t stays put
+			if h.IsTransactional() && req.TransactionID != nil {
 				t.verified = part.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
 			}
 			targets = append(targets, t)
@@ -253,6 +250,32 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 		}
 	}
 	return resp, nil
+}
+
+// produceDest is one partition's validated batch in a produce request, on
+// its way to the log.
+type produceDest struct {
+	part     *replica.Partition
+	batches  [][]byte
+	headers  []recordbatch.Header
+	out      *kmsg.ProduceResponseTopicPartition
+	version  int16 // the request's
+	txn      txn.TopicPartition
+	verified *replica.TxnVerification
+}
+
+// setErr answers the partition with err.
+func (t *produceDest) setErr(err error) { setProduceError(t.out, t.version, err) }
+
+// setProduceError answers a produce partition with err: its code, base
+// offset -1, and from v8 its message.
+func setProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err error) {
+	sp.ErrorCode = protocol.ErrorCode(err)
+	sp.BaseOffset = -1
+	if version >= 8 {
+		msg := err.Error()
+		sp.ErrorMessage = &msg
+	}
 }
 
 // hasTransactionalBatches reports whether any batch of the request has the

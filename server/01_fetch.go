@@ -107,7 +107,11 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 	var session *fetchSession
 	incremental := false
 	unknownIDs := map[[16]byte][]int32{}
-	var requested []sessionPartition
+	nParts := 0
+	for _, rt := range req.Topics {
+		nParts += len(rt.Partitions)
+	}
+	requested := make([]sessionPartition, 0, nParts)
 	for _, rt := range req.Topics {
 		name, ok := nameOf(rt.Topic, rt.TopicID)
 		for _, rp := range rt.Partitions {
@@ -162,14 +166,21 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 		resp.SessionID = session.id
 	}
 
+	// The targets in one allocation, not one each.
 	var targets []*fetchTarget
 	if session != nil {
-		for _, k := range session.order {
-			targets = append(targets, &fetchTarget{sp: session.parts[k]})
+		all := make([]fetchTarget, len(session.order))
+		targets = make([]*fetchTarget, len(session.order))
+		for i, k := range session.order {
+			all[i].sp = session.parts[k]
+			targets[i] = &all[i]
 		}
 	} else {
+		all := make([]fetchTarget, len(requested))
+		targets = make([]*fetchTarget, len(requested))
 		for i := range requested {
-			targets = append(targets, &fetchTarget{sp: &requested[i]})
+			all[i].sp = &requested[i]
+			targets[i] = &all[i]
 		}
 	}
 	replicaID := req.ReplicaID
@@ -243,8 +254,39 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 		}
 	}
 
-	// Assemble the response in request (or session) order.
+	// Assemble the response in request (or session) order: first count
+	// each topic's partitions, so that every slice is made once, at its
+	// size.
 	byTopic := map[string]int{}
+	var counts []int
+	for _, t := range targets {
+		if !t.include {
+			continue
+		}
+		i, ok := byTopic[t.sp.topic]
+		if !ok {
+			i = len(counts)
+			byTopic[t.sp.topic] = i
+			counts = append(counts, 0)
+		}
+		counts[i]++
+	}
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(counts), len(counts)+len(unknownIDs))
+	resp.records = make([][]sendfile.Chunks, len(counts))
+	included := 0
+	for _, n := range counts {
+		included += n
+	}
+	partsAll := make([]kmsg.FetchResponseTopicPartition, 0, included)
+	recordsAll := make([]sendfile.Chunks, 0, included)
+	for i, n := range counts {
+		// Each topic's slices are windows of the shared ones, capped so
+		// that appending to one cannot run into the next.
+		resp.Topics[i].Partitions = partsAll[len(partsAll) : len(partsAll) : len(partsAll)+n]
+		resp.records[i] = recordsAll[len(recordsAll) : len(recordsAll) : len(recordsAll)+n]
+		partsAll, recordsAll = partsAll[:len(partsAll)+n], recordsAll[:len(recordsAll)+n]
+	}
+	named := make([]bool, len(counts))
 	for _, t := range targets {
 		if !t.include {
 			t.records.Close()
@@ -254,15 +296,14 @@ func handleFetch(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.R
 			t.sp.sentHighWatermark = t.out.HighWatermark
 			t.sp.sentLogStartOffset = t.out.LogStartOffset
 		}
-		i, ok := byTopic[t.sp.topic]
-		if !ok {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic = t.sp.topic
-			rt.TopicID = t.sp.topicID
-			resp.Topics = append(resp.Topics, rt)
-			resp.records = append(resp.records, nil)
-			i = len(resp.Topics) - 1
-			byTopic[t.sp.topic] = i
+		i := byTopic[t.sp.topic]
+		if !named[i] {
+			named[i] = true
+			parts := resp.Topics[i].Partitions
+			resp.Topics[i] = kmsg.NewFetchResponseTopic()
+			resp.Topics[i].Topic = t.sp.topic
+			resp.Topics[i].TopicID = t.sp.topicID
+			resp.Topics[i].Partitions = parts
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, t.out)
 		resp.records[i] = append(resp.records[i], t.records)

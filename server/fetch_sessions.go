@@ -50,8 +50,12 @@ func (s *fetchSession) upsert(sp sessionPartition) {
 		old.currentLeaderEpoch = sp.currentLeaderEpoch
 		return
 	}
-	sp.sentHighWatermark, sp.sentLogStartOffset = -1, -1
-	s.parts[k] = &sp
+	// A copy made here, not &sp: taking sp's address would move every
+	// call's sp to the heap, updates included.
+	p := new(sessionPartition)
+	*p = sp
+	p.sentHighWatermark, p.sentLogStartOffset = -1, -1
+	s.parts[k] = p
 	s.order = append(s.order, k)
 }
 

@@ -302,9 +302,18 @@ func (a *active) uncleanFor(t *Topic) bool {
 // brokers of a.md, writes the changes and publishes the view.
 func (a *active) electAndPublishLocked(ctx context.Context) error {
 	isLive, isEligible := a.liveAndEligibleLocked()
-	next := a.md.clone()
-	var updates []zk.PartitionUpdate
-	for _, t := range next.Topics {
+	type change struct {
+		topic     string
+		partition int
+		elected   PartitionState
+	}
+	// Kafka's order (KafkaController.onReplicasBecomeOffline): partitions
+	// that need a new leader are elected, written and published first,
+	// then the ISR shrinks of the others. A broker that dies takes every
+	// ISR it was in, thousands at scale: clients must not wait for those
+	// writes to find the new leaders.
+	var leaderMoves, isrOnly []change
+	for _, t := range a.md.Topics {
 		unclean := a.uncleanFor(t)
 		for p, ps := range t.Partitions {
 			live, eligible := a.replicaPredicatesLocked(t.Name, int32(p), isLive, isEligible)
@@ -317,15 +326,32 @@ func (a *active) electAndPublishLocked(ctx context.Context) error {
 				a.c.logger.Warn("unclean leader election: records the new leader lacks are lost",
 					"topic", t.Name, "partition", p, "new_leader", elected.Leader, "old_isr", ps.ISR)
 			}
-			t.Partitions[p] = elected
-			tp := zk.TopicPartition{Topic: t.Name, Partition: int32(p)}
-			updates = append(updates, a.stateUpdateLocked(tp, elected))
+			c := change{t.Name, p, elected}
+			if elected.Leader != ps.Leader {
+				leaderMoves = append(leaderMoves, c)
+			} else {
+				isrOnly = append(isrOnly, c)
+			}
 		}
 	}
-	if err := a.writeStatesLocked(ctx, next, updates); err != nil {
-		return err
+	for _, phase := range [][]change{leaderMoves, isrOnly} {
+		if len(phase) == 0 {
+			continue
+		}
+		next := a.md.clone()
+		updates := make([]zk.PartitionUpdate, 0, len(phase))
+		for _, c := range phase {
+			next.Topics[c.topic].Partitions[c.partition] = c.elected
+			updates = append(updates, a.stateUpdateLocked(zk.TopicPartition{Topic: c.topic, Partition: int32(c.partition)}, c.elected))
+		}
+		if err := a.writeStatesLocked(ctx, next, updates); err != nil {
+			return err
+		}
+		a.publishLocked(next)
 	}
-	a.publishLocked(next)
+	if len(leaderMoves) == 0 && len(isrOnly) == 0 {
+		a.publishLocked(a.md.clone())
+	}
 	// A broker's return (or a new controller) may be what a
 	// reassignment waited for.
 	return a.completeReassignmentsLocked(ctx)

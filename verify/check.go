@@ -78,6 +78,8 @@ type Result struct {
 	Txn TxnStats
 	// Compact summarises the compacted topic's events, if any.
 	Compact CompactStats
+	// Share summarises the share group workload's events, if any.
+	Share ShareStats
 }
 
 // Valid reports whether no anomaly was found.
@@ -139,9 +141,11 @@ func Check(history []Event) Result {
 		Sends:       map[Outcome]int{},
 		SendsByProc: map[string]map[Outcome]int{},
 	}}
-	var events, recreated, compacted []Event
+	var events, recreated, compacted, shared []Event
 	for _, e := range history {
-		if ofCompactedTopic(e) {
+		if ofShareTopic(e) {
+			shared = append(shared, e)
+		} else if ofCompactedTopic(e) {
 			compacted = append(compacted, e)
 		} else if ofRecreatedTopic(e) {
 			recreated = append(recreated, e)
@@ -151,6 +155,7 @@ func Check(history []Event) Result {
 	}
 	c.checkRecreated(recreated)
 	compactOKs := c.checkCompacted(compacted)
+	c.checkShare(shared)
 
 	final := map[po]string{}                 // the final read
 	finalValues := map[pv][]int64{}          // value -> offsets in the final read

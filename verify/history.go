@@ -13,11 +13,15 @@
 // writes and tombstones, whose checker wants every key's latest
 // acknowledged value (or a later one) after cleaning, no deleted key back,
 // no tombstone left after delete.retention.ms, each key's records in the
-// order they were written.
+// order they were written. A fourth topic is read by a share group
+// (KIP-932): its checker wants every acknowledged write delivered, no
+// record delivered again once its acceptance was acknowledged, and no
+// record delivered that was never written.
 //
 // Files: history.go (events and the recorder), check.go (the checker),
 // check_recreate.go (the checker for the re-created topic), compact.go and
-// check_compact.go (the compacted topic's workload and checker), proxy.go (the
+// check_compact.go (the compacted topic's workload and checker), share.go
+// and check_share.go (the share group's workload and checker), proxy.go (the
 // TCP proxy), cluster.go (processes), faults.go (the schedule),
 // recreate.go (the delete-and-recreate fault), workload.go (clients),
 // observe.go (ZooKeeper epochs and replica logs), run.go (a whole run and
@@ -97,6 +101,24 @@ const (
 	// KindTxnOffsets is the consume-transform-produce group's committed
 	// offset (Offset) of input Topic/Partition after it stopped.
 	KindTxnOffsets Kind = "txn-offsets"
+
+	// The share group workload (share.go, checked by check_share.go)
+	// writes to ShareTopicName with KindSend events naming that Topic;
+	// its consumers' events have kinds of their own.
+
+	// KindShareDeliver is one record share group member Proc got in a
+	// poll: Partition, Offset, Value, Deliveries (the broker's delivery
+	// count), and Floor, a time (microseconds since the run started)
+	// before which the broker cannot have acquired it for Proc.
+	KindShareDeliver Kind = "share-deliver"
+	// KindShareAck is member Proc's acknowledgement (accept) of a record
+	// it was delivered: Outcome ok (the broker took it), fail (the broker
+	// refused it) or info (unknown), recorded once the answer was in.
+	KindShareAck Kind = "share-ack"
+	// KindShareDrainDone closes the share group's drain of Partition after
+	// healing; Offset is the partition's high watermark after the
+	// producer stopped.
+	KindShareDrainDone Kind = "share-drain-done"
 )
 
 // Outcome is how a send ended.
@@ -135,6 +157,11 @@ type Event struct {
 	// Value is then the record's id (its "kverify" header).
 	Key       string `json:"key,omitempty"`
 	Tombstone bool   `json:"tomb,omitempty"`
+	// Deliveries and Floor are a share group delivery's delivery count
+	// and the earliest time its acquisition can have happened (see
+	// KindShareDeliver).
+	Deliveries int32 `json:"dc,omitempty"`
+	Floor      int64 `json:"floor,omitempty"`
 
 	Partitions      []int32 `json:"partitions,omitempty"`
 	Leader          int32   `json:"leader,omitempty"`

@@ -203,6 +203,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if compactOn {
 		ccfg.Extra = append(ccfg.Extra, CompactBrokerSettings...)
 	}
+	// The share group's workload runs beside the plain one too (not in
+	// the unsafe, transactional or compaction-only runs).
+	shareOn := !o.Txn && !o.Unsafe && !o.Compact
 	logf("starting ZooKeeper and %d brokers in %s", o.Brokers, o.Dir)
 	c, err := StartCluster(ctx, ccfg)
 	if err != nil {
@@ -239,6 +242,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if compactOn {
 		topics = append(topics, topicSpec{name: CompactTopicName, partitions: o.Partitions, configs: CompactTopicConfigs()})
 	}
+	if shareOn {
+		topics = append(topics, topicSpec{name: ShareTopicName, partitions: o.Partitions})
+	}
 	// The re-created topic has its own workload, only when a fault
 	// re-creates it (so the unsafe run is as before).
 	var recreate *Incarnations
@@ -253,6 +259,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if err := sec.CreateUser(ctx, c.Seeds(), 30*time.Second); err != nil {
 		return nil, err
+	}
+	var sw *ShareWorkload
+	if shareOn {
+		sw = &ShareWorkload{Rec: rec, Seeds: c.Seeds(), Topic: ShareTopicName, Partitions: o.Partitions,
+			Group: fmt.Sprintf("kverify-share-%d", o.Seed), Interval: o.Interval, Logf: logf, Security: sec}
+		if err := sw.SetUp(ctx); err != nil {
+			return nil, err
+		}
 	}
 	phase("cluster-ready")
 
@@ -287,6 +301,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		consWG.Add(1)
 		go func() { defer consWG.Done(); cw.RunReader(consCtx) }()
 	}
+	if sw != nil {
+		consWG.Add(1)
+		go func() { defer consWG.Done(); sw.RunConsumers(consCtx) }()
+	}
 	defer func() { stopCons(); consWG.Wait() }()
 	defer func() { stopEtl(); etlWG.Wait() }()
 
@@ -306,6 +324,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if cw != nil {
 		prodWG.Add(1)
 		go func() { defer prodWG.Done(); cw.RunProducers(prodCtx) }()
+	}
+	if sw != nil {
+		prodWG.Add(1)
+		go func() { defer prodWG.Done(); sw.RunProducer(prodCtx) }()
 	}
 
 	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Recreate: recreate, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
@@ -343,6 +365,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
 	phase("quiesced")
+	// The share group drains (its members keep running) while the other
+	// topics are read.
+	var shareErr error
+	shareDone := make(chan struct{})
+	go func() {
+		defer close(shareDone)
+		if sw != nil {
+			shareErr = sw.Drain(ctx)
+		}
+	}()
 
 	ends := map[string]map[int32]int64{}
 	if o.Txn {
@@ -352,8 +384,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if o.Txn {
 			break
 		}
-		if t.name == CompactTopicName {
-			continue // read by Settle
+		if t.name == CompactTopicName || t.name == ShareTopicName {
+			continue // read by Settle, or by the share group's drain
 		}
 		var e map[int32]int64
 		if err := waitFor(ctx, 30*time.Second, func() error {
@@ -386,6 +418,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	<-compactDone
+	<-shareDone
+	if shareErr != nil {
+		rep.Warnings = append(rep.Warnings, shareErr.Error())
+	} else if sw != nil {
+		phase("share-drained")
+	}
 	if compactErr != nil {
 		rep.Warnings = append(rep.Warnings, compactErr.Error())
 	} else if cw != nil {
@@ -601,6 +639,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "transactions: %d committed, %d aborted, %d unknown; %d records produced in them, %d read_committed by consumers, %d in the final read\n",
 			t.ByStatus[TxnCommitted], t.ByStatus[TxnAborted], t.ByStatus[TxnUnknown], t.Writes, t.Reads, t.Final)
 	}
+	if ss := res.Share; ss.Sends > 0 {
+		fmt.Fprintf(w, "share group: %d records sent (%d acknowledged); %d deliveries of %d records to %d members (%d records delivered more than once, highest delivery count %d); acceptances: %d acknowledged, %d refused, %d unknown; %d records delivered whose acceptance was never acknowledged\n",
+			ss.Sends, ss.Written, ss.Deliveries, ss.Delivered, ss.Members, ss.Redelivered, ss.MaxDeliveries, ss.Acks, ss.AcksFailed, ss.AcksUnknown, ss.Unaccepted)
+	}
 	if cs := res.Compact; cs.Sends > 0 {
 		fmt.Fprintf(w, "compacted topic: %d records sent (%d tombstones) over %d keys; %d read by the reader; final read after cleaning: %d records (%d tombstones), %d live keys\n",
 			cs.Sends, cs.Tombstones, cs.Keys, cs.Reads, cs.Final, cs.FinalTombs, cs.LiveKeys)
@@ -630,7 +672,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "\nanomalies: none\n")
 	} else {
 		fmt.Fprintf(w, "\nanomalies:\n")
-		for _, name := range slices.Concat(AllAnomalies, TxnAnomalies, CompactAnomalies) {
+		for _, name := range slices.Concat(AllAnomalies, TxnAnomalies, CompactAnomalies, ShareAnomalies) {
 			if n := res.ByName[name]; n > 0 {
 				fmt.Fprintf(w, "  %-28s %d\n", name, n)
 			}

@@ -8,7 +8,13 @@
 //
 // A plain run (neither --unsafe nor --txn) also writes keyed records and
 // tombstones to a compacted topic beside the plain workload; --compact
-// runs that workload alone with the faults aimed at its leaders.
+// runs that workload alone with the faults aimed at its leaders. A plain
+// run also has a share group (KIP-932) read a topic of its own: three
+// franz-go share consumers accept every record they get, and the checker
+// wants every acknowledged write delivered (share-lost), no record
+// delivered again after its acceptance was acknowledged
+// (share-redelivered-after-ack), no delivered record that was never
+// written (share-unknown-record).
 //
 // Exit status: 0 when no anomaly was found (with --expect-anomaly: when
 // that anomaly was found), 1 otherwise, 2 on usage or setup errors.

@@ -149,7 +149,7 @@ func (w *workload) run(ctx context.Context, seeds []string, topic string, r *res
 	defer prod.Close()
 	adm := kadm.NewClient(prod)
 
-	if err := createTopic(ctx, adm, topic, cfg.partitions, cfg.replication); err != nil {
+	if err := createTopic(ctx, adm, topic, cfg.partitions, cfg.replication, cfg.topicConfigs); err != nil {
 		return err
 	}
 	if cfg.topic == "" {
@@ -249,8 +249,8 @@ func rateString(rate float64) string {
 
 // createTopic creates topic (an existing topic is reused) and waits until
 // the metadata shows a leader for every partition.
-func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions, rf int) error {
-	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(rf), nil, topic)
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions, rf int, configs map[string]*string) error {
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(rf), configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -35,13 +35,14 @@ type config struct {
 	batchMax     int // --batch-max-bytes
 	consume      bool
 	json         bool
-	jsonOut      string        // --json-out: also write the JSON report to this file
-	timeout      time.Duration // per workload run (produce + consume)
-	startTimeout time.Duration // how long a started kbroker may take to answer
-	brokerArgs   []string      // --kbroker-arg: extra args for the kbroker binary
-	txnRecords   int           // --txn-records: records per transaction, 0 = no transactions
-	isolation    string        // --isolation: the consumer's read_uncommitted or read_committed
-	security     string        // --security: the listener the clients use: plaintext, ssl or sasl_ssl
+	jsonOut      string             // --json-out: also write the JSON report to this file
+	timeout      time.Duration      // per workload run (produce + consume)
+	startTimeout time.Duration      // how long a started kbroker may take to answer
+	brokerArgs   []string           // --kbroker-arg: extra args for the kbroker binary
+	topicConfigs map[string]*string // --topic-config: configs of the created topic
+	txnRecords   int                // --txn-records: records per transaction, 0 = no transactions
+	isolation    string             // --isolation: the consumer's read_uncommitted or read_committed
+	security     string             // --security: the listener the clients use: plaintext, ssl or sasl_ssl
 	// securedListeners: a started kbroker also serves SSL and SASL_SSL
 	// (true when this config or its variant uses one of them, so that
 	// both arms of a comparison run the same broker and differ only in
@@ -136,11 +137,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 // flagValues is where kbench's flags land: the config itself and the raw
 // values that parseOne turns into config fields.
 type flagValues struct {
-	c          config
-	brokers    string
-	idempotent bool
-	brokerArgs stringList
-	variant    string
+	c            config
+	brokers      string
+	idempotent   bool
+	brokerArgs   stringList
+	topicConfigs stringList
+	variant      string
 }
 
 // newFlagSet defines kbench's flags over a fresh flagValues.
@@ -156,6 +158,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.StringVar(&c.serveKfake, "serve-kfake", "", "internal: be the kfake process of --kfake and --vs-kfake, listening on this address, until SIGTERM")
 	fs.StringVar(&c.kbrokerPath, "kbroker", "", "path of a kbroker binary to start (per run) on a free 127.0.0.1 port with a temp data dir")
 	fs.Var(&v.brokerArgs, "kbroker-arg", "extra argument passed to the --kbroker binary (repeatable)")
+	fs.Var(&v.topicConfigs, "topic-config", "key=value config of the created topic, e.g. kbroker.acks.fsync=true (repeatable; a --vs-variant may set it)")
 	fs.BoolVar(&c.vsKfake, "vs-kfake", false, "also run the same workload against kfake (started per run in a process of its own, measured as a started kbroker is) and print ratios target/kfake")
 	fs.IntVar(&c.runs, "runs", 1, "number of runs per target (order alternates with --vs-kfake); medians are reported")
 	fs.StringVar(&c.topic, "topic", "", "topic to use (default: a fresh unique name per run)")
@@ -209,6 +212,16 @@ func parseOne(args []string, out io.Writer) (*config, error) {
 		}
 	}
 	c.brokerArgs = v.brokerArgs
+	for _, kv := range v.topicConfigs {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--topic-config %q: want key=value", kv)
+		}
+		if c.topicConfigs == nil {
+			c.topicConfigs = map[string]*string{}
+		}
+		c.topicConfigs[k] = &val
+	}
 	if set["idempotent"] {
 		c.idempotent = v.idempotent
 	} else {

@@ -162,6 +162,12 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--kbroker", "/bin/kbroker", "--kbroker-arg", "--foo", "--kbroker-arg=bar"}, func(c *config) bool {
 			return len(c.brokerArgs) == 2 && c.brokerArgs[0] == "--foo"
 		}},
+		{[]string{"--brokers", "a:1", "--topic-config", "kbroker.acks.fsync=true", "--topic-config=min.insync.replicas=2"}, func(c *config) bool {
+			return len(c.topicConfigs) == 2 && *c.topicConfigs["kbroker.acks.fsync"] == "true" && *c.topicConfigs["min.insync.replicas"] == "2"
+		}},
+		{[]string{"--brokers", "a:1", "--vs-variant", "--topic-config kbroker.acks.fsync=true"}, func(c *config) bool {
+			return c.topicConfigs == nil && c.variant != nil && *c.variant.topicConfigs["kbroker.acks.fsync"] == "true"
+		}},
 		{[]string{"--kfake", "--rate", "20000", "--consume=false", "--linger", "5ms", "--compression", "zstd"}, func(c *config) bool {
 			return c.rate == 20000 && !c.consume && c.linger == 5*time.Millisecond && c.compression == "zstd"
 		}},
@@ -271,6 +277,8 @@ func TestParseFlags(t *testing.T) {
 	}
 
 	bad := [][]string{
+		{"--brokers", "a:1", "--topic-config", "no-equals-sign"},
+		{"--brokers", "a:1", "--topic-config", "=x"},
 		{},                                // no target
 		{"--kfake", "--brokers", "a:1"},   // two targets
 		{"--kfake", "--kbroker", "x"},     // two targets

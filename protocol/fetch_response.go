@@ -50,7 +50,11 @@ func FetchResponseChunks(scratch []byte, correlationID int32, resp *kmsg.FetchRe
 		metaEnd int             // scratch[prevMetaEnd:metaEnd] precedes records
 		records sendfile.Chunks // may be nil
 	}
-	var pieces []piece
+	nParts := 0
+	for i := range resp.Topics {
+		nParts += len(resp.Topics[i].Partitions)
+	}
+	pieces := make([]piece, 0, nParts) // made once, at its largest
 	b := scratch[:0]
 	b = append(b, 0, 0, 0, 0) // frame size, patched below
 	b = binary.BigEndian.AppendUint32(b, uint32(correlationID))
@@ -123,12 +127,14 @@ func FetchResponseChunks(scratch []byte, correlationID int32, resp *kmsg.FetchRe
 		b = append(b, 0) // response tagged fields
 	}
 	total := len(b) - 4
+	nChunks := 1
 	for _, pc := range pieces {
 		total += pc.records.Size()
+		nChunks += 1 + len(pc.records)
 	}
 	binary.BigEndian.PutUint32(b, uint32(total))
 
-	out := make(sendfile.Chunks, 0, 2*len(pieces)+1)
+	out := make(sendfile.Chunks, 0, nChunks)
 	prev := 0
 	for _, pc := range pieces {
 		out = append(out, sendfile.Chunk{Data: b[prev:pc.metaEnd]})

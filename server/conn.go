@@ -221,9 +221,16 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		if broken.Load() {
 			return // requests already buffered must not be appended
 		}
-		rc := &requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
-			auth: auth, principal: auth.principal, remote: remote}
-		timing := &requestTiming{name: requestMetricsName(req), received: received, dequeued: time.Now()}
+		// The request's context and timing in one allocation.
+		inFlight := &struct {
+			rc     requestContext
+			timing requestTiming
+		}{
+			rc: requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
+				auth: auth, principal: auth.principal, remote: remote},
+			timing: requestTiming{name: requestMetricsName(req), received: received, dequeued: time.Now()},
+		}
+		rc, timing := &inFlight.rc, &inFlight.timing
 		resp, mutedUntil, err := b.handleWithQuotas(withRequestTiming(ctx, timing), rc, req, len(frame))
 		timing.handled = time.Now()
 		muted = mutedUntil

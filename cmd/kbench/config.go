@@ -80,8 +80,10 @@ const (
 )
 
 // variantForbidden are the flags a --vs-variant may not set: the variant
-// runs against the same target, as many times, in the same report.
-var variantForbidden = []string{"brokers", "kfake", "instant", "serve-instant", "serve-kfake", "kbroker", "kbroker-arg",
+// runs against the same kind of target, as many times, in the same report.
+// It may name another kbroker binary (--kbroker): another build of the
+// broker, paired with the first run by run (a before/after figure).
+var variantForbidden = []string{"brokers", "kfake", "instant", "serve-instant", "serve-kfake", "kbroker-arg",
 	"vs-kfake", "vs-variant", "runs", "json", "json-out", "profile-dir"}
 
 // stringList is a repeatable string flag.
@@ -114,6 +116,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	})
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("--vs-variant may not set %s (the variant runs against the same target, in the same report)", strings.Join(bad, ", "))
+	}
+	if fs.Lookup("kbroker").Value.String() != "" && c.kbrokerPath == "" {
+		return nil, errors.New("--vs-variant --kbroker (another broker build) needs --kbroker")
 	}
 	if len(c.variantArgs) == 0 {
 		return nil, errors.New("--vs-variant: no flags given")
@@ -183,7 +188,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.IntVar(&c.acls, "acls", noAuthorizer, "with --kbroker: run the broker with Kafka's ACL authorizer (allow.everyone.if.no.acl.found=false, the clients' principal not a super user) and create this many ACLs that do not match the workload, plus the ones it needs, before it; -1 = no authorizer")
 	fs.IntVar(&c.idleConns, "idle-conns", 0, "with --kbroker: open this many connections (one ApiVersions request each) before the workload and hold them idle through it; the broker's RSS per idle connection is reported (compare latency with --vs-variant \"--idle-conns 0\")")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "with --kbroker: save CPU profiles (pprof) of the broker's produce and consume phases of every run into this directory (the broker serves them on a loopback --pprof-address; profiling costs the broker a little CPU, so compare figures of runs without it)")
-	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0"; split on spaces), alternating, and print ratios primary/variant`)
+	fs.StringVar(&v.variant, "vs-variant", "", `also run the same workload against the same kind of target with these flags on top (e.g. "--txn-records 0", or "--kbroker OLD-BUILD" for a before/after figure; split on spaces), alternating, and print ratios primary/variant`)
 	return fs, v
 }
 

@@ -219,6 +219,10 @@ func TestParseFlags(t *testing.T) {
 			v := c.variant
 			return c.security == secSASLSSL && c.acks == "1" && v.security == secSSL && v.acks == "all" && v.securedListeners
 		}},
+		// Another build of the broker against the first.
+		{[]string{"--kbroker", "/bin/new", "--vs-variant", "--kbroker /bin/old"}, func(c *config) bool {
+			return c.kbrokerPath == "/bin/new" && c.variant != nil && c.variant.kbrokerPath == "/bin/old"
+		}},
 		// Without --security on either side nothing is secured.
 		{[]string{"--kbroker", "/bin/kbroker", "--vs-variant", "--acks all"}, func(c *config) bool {
 			return !c.securedListeners && !c.variant.securedListeners
@@ -311,6 +315,7 @@ func TestParseFlags(t *testing.T) {
 		{"--kfake", "--vs-variant", "--runs 3"},                          // same runs for both
 		{"--kfake", "--vs-variant", "--brokers a:1"},                     // same target
 		{"--kfake", "--vs-variant", "--kbroker-arg x"},                   // same target
+		{"--kfake", "--vs-variant", "--kbroker /bin/old"},                // another build needs --kbroker
 		{"--brokers", "a:1", "--vs-kfake", "--vs-variant", "--acks all"}, // one comparison
 		{"--kfake", "--vs-variant", "--txn-records 5"},                   // variant invalid: not idempotent
 		{"--kfake", "--vs-variant", "--nope"},

@@ -8,11 +8,14 @@
 #      >= 0.8x)
 #   2. produce latency at a fixed RATE (default 20,000 records/s), RF 3
 #      acks=all vs kfake
+#   3. durable acknowledgements (kbroker.acks.fsync) on against off on the
+#      same cluster, RF 3 acks=all: throughput and latency at RATE
 # Each pair runs RUNS times, alternating which goes first, and the summary
 # gives medians, the median of the paired runs' ratios and their range (the
 # machine is small and noisy: read the ratios).
 # Environment: RECORDS (default 400000), RATE (default 20000), RUNS
-# (default 5), KBROKER=path to use an already built broker binary.
+# (default 5), KBROKER=path to use an already built broker binary,
+# BASE=0 to skip steps 1 and 2, DURABLE=0 to skip step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RECORDS=${RECORDS:-400000}
@@ -75,6 +78,7 @@ cluster=(--brokers "$seeds" --replication-factor 3 --acks all --records "$RECORD
 single=(--kbroker "$work/kbroker" --acks all --records "$RECORDS" --partitions 6 --json)
 kfake=(--kfake --acks all --records "$RECORDS" --partitions 6 --rate "$RATE" --json)
 mkdir -p "$work/results"
+if [[ "${BASE:-1}" == 1 ]]; then
 for run in $(seq "$RUNS"); do
 	echo "== run $run of $RUNS (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 	if ((run % 2)); then
@@ -124,3 +128,19 @@ r99 = med("latency-rf3", "latency_p99_ms")[0] / med("latency-kfake", "latency_p9
 p99pairs = [a / b for a, b in zip(med("latency-rf3", "latency_p99_ms")[1], med("latency-kfake", "latency_p99_ms")[1])]
 print(f"  ratio p99 RF 3 / kfake: {r99:.2f}x of the medians, {statistics.median(p99pairs):.2f}x median of the paired runs (runs: {show(p99pairs, '{:.2f}')})")
 PY
+fi
+
+# 3. Durable acknowledgements (kbroker.acks.fsync) on against off, on the
+# same cluster (a topic config: each run's fresh topic gets it or not), RF 3
+# acks=all, alternating, paired ratios from kbench (issue 18's targets:
+# throughput >= 0.7x off, p99 at RATE records/s <= 10 ms). DURABLE=0 skips it.
+if [[ "${DURABLE:-1}" == 1 ]]; then
+	durable=(--brokers "$seeds" --replication-factor 3 --acks all --records "$RECORDS" --partitions 6 --runs "$RUNS"
+		--vs-variant "--topic-config kbroker.acks.fsync=true")
+	echo
+	echo "== 3. durable acknowledgements: kbroker.acks.fsync=true (the variant) against off, RF 3 acks=all"
+	echo "  throughput, as fast as possible:"
+	"$work/kbench" "${durable[@]}"
+	echo "  latency at $RATE records/s:"
+	"$work/kbench" "${durable[@]}" --rate "$RATE" --consume=false
+fi

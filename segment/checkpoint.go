@@ -42,10 +42,10 @@ func writeCheckpoint(path string, entries [][]int64) error {
 	return atomicfile.Write(path, encodeCheckpoint(entries))
 }
 
-// writeCheckpointNoSync is writeCheckpoint without fsyncs (see
-// atomicfile.WriteNoSync).
+// writeCheckpointNoSync is writeCheckpoint without fsyncs (writeUnsynced:
+// after a crash the old file, the new or an unreadable one).
 func writeCheckpointNoSync(path string, entries [][]int64) error {
-	return atomicfile.WriteNoSync(path, encodeCheckpoint(entries))
+	return writeUnsynced(path, encodeCheckpoint(entries))
 }
 
 func encodeCheckpoint(entries [][]int64) []byte {

@@ -612,11 +612,7 @@ func (l *Log) syncEpochs(unsynced bool) error {
 	if !unsynced {
 		return nil
 	}
-	err := atomicfile.SyncFile(filepath.Join(l.dir, EpochCheckpointFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil // rewritten or removed meanwhile; the next flush syncs that
-	}
-	return err
+	return syncFile(filepath.Join(l.dir, EpochCheckpointFile))
 }
 
 // writeEpochsLocked writes the leader epoch checkpoint durably (a

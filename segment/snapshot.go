@@ -173,7 +173,8 @@ func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntr
 
 // writeUnsynced replaces path with data atomically (temporary file and
 // rename) but without fsync: after a crash either file may be there, or a
-// torn one, which the snapshot's CRC exposes.
+// torn one, which the reader must detect (a snapshot's CRC, a checkpoint's
+// parse) and rebuild from the log.
 func writeUnsynced(path string, data []byte) error {
 	tmp := path + atomicfile.TmpSuffix
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {

@@ -50,37 +50,6 @@ func write(path string, data []byte, perm os.FileMode) error {
 	return SyncDir(filepath.Dir(path))
 }
 
-// WriteNoSync replaces path with data through a temporary file and a
-// rename, like Write, but without any fsync: after a crash path may hold
-// the old contents, the new, or (where the file system does not order the
-// rename after the data) an empty file. Only for files whose readers detect
-// that and rebuild them from other data, and whose writers SyncFile them
-// before relying on them (the leader epoch checkpoint).
-func WriteNoSync(path string, data []byte) error {
-	tmp := path + TmpSuffix
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// SyncFile fsyncs the file at path (its directory entry is the caller's to
-// sync, with SyncDir).
-func SyncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return nil
-}
-
 // SyncDir makes the creations, renames and removals in dir durable.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -47,24 +47,3 @@ func TestWritePrivateMode(t *testing.T) {
 		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
 	}
 }
-
-func TestWriteNoSyncThenSyncFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cache")
-	for _, data := range []string{"one", "two, longer"} {
-		if err := WriteNoSync(path, []byte(data)); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(path); err != nil || string(got) != data {
-			t.Fatalf("read back %q, %v; want %q", got, err, data)
-		}
-	}
-	if _, err := os.Stat(path + TmpSuffix); !os.IsNotExist(err) {
-		t.Fatalf("temporary file left behind: %v", err)
-	}
-	if err := SyncFile(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := SyncFile(path + ".missing"); err == nil {
-		t.Fatal("SyncFile of a missing file succeeded")
-	}
-}

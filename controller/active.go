@@ -63,6 +63,8 @@ type active struct {
 	// offlineDirs are, per broker, its replicas in failed log dirs
 	// (logdirs.go).
 	offlineDirs map[int32]*offlineDirReplicas
+	// events records the decisions in the cluster's history (events.go).
+	events *eventRecorder
 }
 
 // startActive loads the cluster from the store, elects leaders where the
@@ -105,6 +107,10 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 	loaded := time.Since(loadStart)
 	a.mu.Lock()
 	a.md = md
+	a.events = newEventRecorder(a)
+	a.wg.Add(1)
+	go a.events.run(keepEvents + trimSlack + 1) // trims after its first write
+	a.recordLocked(controllerEvent(c.previousController(), c.cfg.Self.ID, epoch))
 	a.loadOfflineDirsLocked(lctx)
 	electStart := time.Now()
 	err = a.electAndPublishLocked(lctx)
@@ -405,6 +411,7 @@ func (a *active) publishLocked(next *Metadata) {
 	if a.ctx.Err() != nil {
 		return
 	}
+	a.recordViewLocked(next)
 	for _, t := range next.Topics {
 		for p := range t.Partitions {
 			t.Partitions[p].PartitionEpoch = a.zkVersions[zk.TopicPartition{Topic: t.Name, Partition: int32(p)}]
@@ -479,6 +486,9 @@ func (a *active) onBrokersChanged() {
 		delete(before, b.ID)
 	}
 	for _, b := range brokers {
+		if old, ok := a.brokerEpochs[b.ID]; ok && old != b.Epoch {
+			a.recordLocked(newEvent(EventBrokerRestarted, b.ID, fmt.Sprintf("broker %d re-registered (a new incarnation: it left and returned between two looks)", b.ID)))
+		}
 		if old, ok := a.brokerEpochs[b.ID]; ok && old != b.Epoch && a.shuttingDown[b.ID] {
 			// Restarted between two reads: a new incarnation, no
 			// longer shutting down.
@@ -487,6 +497,7 @@ func (a *active) onBrokersChanged() {
 		}
 		a.brokerEpochs[b.ID] = b.Epoch
 	}
+	a.recordLocked(brokerEvents(brokerIDs(a.md.Brokers), brokerIDs(next.Brokers), func(id int32) bool { return a.shuttingDown[id] })...)
 	for id := range before {
 		delete(a.brokerEpochs, id)
 		if a.shuttingDown[id] {

@@ -81,6 +81,10 @@ type Cluster struct {
 	// logDirs is this broker's report of its failed log dirs (logdirs.go).
 	logDirs logDirReports
 
+	// history is this broker's copy of the cluster's newest events
+	// (events.go).
+	history eventHistory
+
 	started atomic.Bool
 	stop    chan struct{}
 	done    chan struct{}
@@ -125,6 +129,9 @@ func NewEmbedded(dir string, cfg ClusterConfig, logger *slog.Logger) (*Cluster, 
 	c.view.Store(&Metadata{ClusterID: clusterID, ControllerID: cfg.Self.ID, Brokers: []BrokerInfo{cfg.Self}, Topics: map[string]*Topic{}})
 	ctx, cancel := context.WithTimeout(context.Background(), controllerWriteTimeout)
 	defer cancel()
+	if err := c.loadEvents(ctx); err != nil {
+		return nil, err
+	}
 	a, err := startActive(context.Background(), ctx, c, embeddedControllerEpoch, 0)
 	if err != nil {
 		return nil, err
@@ -226,6 +233,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		cancel()
 	}()
 	go c.followDeletions(dctx)
+	go c.followEvents(dctx)
 	return nil
 }
 

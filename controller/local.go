@@ -62,6 +62,8 @@ type localStore struct {
 	// always 0 for the embedded node; tests elect new controllers
 	// (electController) to check that a deposed one is fenced.
 	epochZkVersion int32
+	// events is the cluster's event history (events_local.go).
+	events localEvents
 }
 
 // openLocalStore reads (or starts) the state in dir for the single broker

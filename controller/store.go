@@ -87,6 +87,14 @@ type metadataStore interface {
 	WatchACLChanges(ctx context.Context) (<-chan []string, error)
 	ACLChange(ctx context.Context, path string) (zk.ACLChange, error)
 	DeleteACLChanges(ctx context.Context, epochZkVersion int32, paths []string) error
+
+	// The cluster's event history (events.go, zk/events.go): AppendEvents
+	// writes events (fenced) and returns them with their sequences;
+	// Events reads the newest limit above a sequence; TrimEvents keeps
+	// the newest keep and returns how many are left.
+	AppendEvents(ctx context.Context, epochZkVersion int32, events []zk.ClusterEvent) ([]zk.ClusterEvent, error)
+	Events(ctx context.Context, after int64, limit int) ([]zk.ClusterEvent, error)
+	TrimEvents(ctx context.Context, epochZkVersion int32, keep int) (int, error)
 }
 
 // membership is the part of ZooKeeper only a cluster has: the broker's own
@@ -101,6 +109,9 @@ type membership interface {
 	// WatchDeletedTopicIDs follows /kbroker/deleted_topics (see
 	// Cluster.followDeletions).
 	WatchDeletedTopicIDs(ctx context.Context) (<-chan []zk.TopicID, error)
+	// WatchEvents follows the newest event's sequence (see
+	// Cluster.followEvents).
+	WatchEvents(ctx context.Context) (<-chan int64, error)
 	Close()
 }
 

@@ -153,7 +153,7 @@ func (s *Store) ensurePaths(ctx context.Context) error {
 			return fmt.Errorf("create ZooKeeper chroot %s: %w", s.chroot, err)
 		}
 	}
-	for _, p := range append(slices.Clone(persistentPaths), DeletedTopicsPath) {
+	for _, p := range append(slices.Clone(persistentPaths), DeletedTopicsPath, EventsPath) {
 		if err := s.createParents(ctx, s.abs(p)+"/x"); err != nil {
 			return fmt.Errorf("create %s: %w", s.abs(p), err)
 		}

@@ -111,6 +111,10 @@ func startActive(parent, loadCtx context.Context, c *Cluster, epoch, epochZkVers
 	a.wg.Add(1)
 	go a.events.run(keepEvents + trimSlack + 1) // trims after its first write
 	a.recordLocked(controllerEvent(c.previousController(), c.cfg.Self.ID, epoch))
+	// Brokers that came or went while there was no controller (the old
+	// one among them, when it died): against the last view this broker
+	// was sent.
+	a.recordLocked(brokerEvents(brokerIDs(c.view.Load().Brokers), brokerIDs(md.Brokers), func(int32) bool { return false })...)
 	a.loadOfflineDirsLocked(lctx)
 	electStart := time.Now()
 	err = a.electAndPublishLocked(lctx)

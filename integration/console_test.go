@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -252,6 +253,15 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("the page reloaded (navigations %d)", reloads)
 	}
 	br.screenshot(t, "console-after-kill.png")
+	// The entry is the controller's record of the election: the same
+	// event, with the same sequence, on every running broker, with the
+	// election's details.
+	election := controllerElection(t, c, view, topic, leader, elected)
+	for _, id := range otherThan(3, leader) {
+		if got := controllerElection(t, c, id, topic, leader, elected); got.Seq != election.Seq {
+			t.Errorf("broker %d holds the election as event %d, broker %d as %d", id, got.Seq, view, election.Seq)
+		}
+	}
 
 	// The broker returns: its ISR expansion appears.
 	c.waitUnregistered(leader)
@@ -294,6 +304,79 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	}
 	br.noErrors(t)
+
+	// The console's own broker restarts: its timeline still holds the
+	// election (the controller's history, read back from ZooKeeper), on
+	// the page and in /api/timeline, under the same sequence.
+	c.broker(view).Restart()
+	if got := controllerElection(t, c, view, topic, leader, elected); got.Seq != election.Seq {
+		t.Errorf("after the restart broker %d holds the election as event %d, before as %d", view, got.Seq, election.Seq)
+	}
+	br.run(t, 30*time.Second, chromedp.Navigate(url), chromedp.WaitVisible(`body[data-rendered="1"]`))
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		var n int
+		br.eval(t, fmt.Sprintf(`document.querySelectorAll('#timeline li[data-kind="leader_elected"][data-election="clean"][data-seq="%d"]').length`, election.Seq), &n)
+		if n != 1 {
+			return fmt.Errorf("the restarted broker's page shows the election (event %d) %d times", election.Seq, n)
+		}
+		return nil
+	})
+}
+
+// timelineEvent is an entry of /api/timeline with the controller's
+// details.
+type timelineEvent struct {
+	Seq             uint64  `json:"seq"`
+	Time            string  `json:"time"`
+	Kind            string  `json:"kind"`
+	Topic           string  `json:"topic"`
+	Partition       int32   `json:"partition"`
+	Broker          int32   `json:"broker"`
+	ControllerEpoch int32   `json:"controller_epoch"`
+	Election        string  `json:"election"`
+	OldLeader       int32   `json:"old_leader"`
+	NewLeader       int32   `json:"new_leader"`
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	OldISR          []int32 `json:"old_isr"`
+	NewISR          []int32 `json:"new_isr"`
+}
+
+// controllerElection waits until broker id's /api/timeline holds the
+// controller's record of partition 0's election after killed died (and
+// the death itself) and returns it.
+func controllerElection(t *testing.T, c *testCluster, id int32, topic string, killed int32, elected zkPartState) timelineEvent {
+	t.Helper()
+	var found timelineEvent
+	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		req, _ := http.NewRequestWithContext(testContext(t, 5*time.Second), http.MethodGet, "http://"+c.metrics[id-1]+"/api/timeline", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var events []timelineEvent
+		if err := json.NewDecoder(resp.Body).Decode(&events); err != nil {
+			return fmt.Errorf("broker %d /api/timeline: %w", id, err)
+		}
+		died := false
+		for _, e := range events {
+			if e.Kind == "broker_died" && e.Broker == killed {
+				died = true
+			}
+			if e.Kind == "leader_elected" && e.Topic == topic && e.Partition == 0 && e.NewLeader == elected.Leader && e.LeaderEpoch == elected.LeaderEpoch {
+				found = e
+			}
+		}
+		if found.Seq == 0 || !died {
+			return fmt.Errorf("broker %d's timeline (%d events) lacks the death of %d or the election of %d at leader epoch %d", id, len(events), killed, elected.Leader, elected.LeaderEpoch)
+		}
+		return nil
+	})
+	if found.Election != "clean" || found.OldLeader != killed || found.ControllerEpoch < 1 || !slices.Contains(found.OldISR, killed) ||
+		slices.Contains(found.NewISR, killed) || found.Time == "" {
+		t.Errorf("broker %d: the election's record %+v: want clean, from %d, with the controller's epoch and both ISRs", id, found, killed)
+	}
+	return found
 }
 
 // postAction POSTs an action to the console at addr as its own page

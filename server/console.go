@@ -61,6 +61,37 @@ func (s *consoleSource) ViewVersion() uint64 {
 // Stats implements console.Source.
 func (s *consoleSource) Stats() console.Stats { return s.b.ops.consoleStats() }
 
+// eventHistory is the control plane's event history (*controller.Cluster
+// has it; a control plane without one gives an empty timeline).
+type eventHistory interface {
+	Events(after int64) []controller.ClusterEvent
+}
+
+// Events implements console.Source: the controller's events as this
+// broker holds them (in memory), sequences shifted by one so that zero
+// means none.
+func (s *consoleSource) Events(after uint64) []console.Event {
+	h, ok := s.b.controller.(eventHistory)
+	if !ok {
+		return nil
+	}
+	return consoleEvents(h.Events(int64(after) - 1))
+}
+
+// consoleEvents converts controller events for the console.
+func consoleEvents(events []controller.ClusterEvent) []console.Event {
+	if len(events) == 0 {
+		return nil
+	}
+	out := make([]console.Event, 0, len(events))
+	for _, e := range events {
+		out = append(out, console.Event{Seq: uint64(e.Seq) + 1, Time: e.Time, Kind: e.Kind, Topic: e.Topic, Partition: e.Partition,
+			Broker: e.Broker, Text: e.Text, ControllerEpoch: e.ControllerEpoch, Election: e.Election, OldLeader: e.OldLeader,
+			NewLeader: e.NewLeader, LeaderEpoch: e.LeaderEpoch, OldISR: e.OldISR, NewISR: e.NewISR, LeaderLogEnd: e.LeaderLogEnd})
+	}
+	return out
+}
+
 // Snapshot implements console.Source. Without full, only the view's part
 // (brokers, leaders, replicas, ISRs): no replica offsets, no groups.
 func (s *consoleSource) Snapshot(ctx context.Context, full bool) console.Snapshot {

@@ -36,49 +36,34 @@ func kinds(events []Event) []string {
 	return out
 }
 
-func TestDiff(t *testing.T) {
-	r := []int32{1, 2, 3}
-	tests := []struct {
-		name      string
-		old, next *Snapshot
-		want      []string
-	}{
-		{"nothing changed", snap(1, 1, r, part(1, 0, r, r)), snap(2, 1, r, part(1, 0, r, r)), nil},
-		{"no history", nil, snap(1, 1, r, part(1, 0, r, r)), nil},
-		{"leader died: clean election and shrink", snap(1, 1, r, part(1, 0, r, r)), snap(2, 2, []int32{2, 3}, part(2, 1, r, []int32{2, 3})),
-			[]string{EventBrokerDied, EventControllerChanged, EventElection, EventISRShrink}},
-		{"unclean", snap(1, 1, r, part(1, 0, r, []int32{1})), snap(2, 1, r, part(3, 1, r, []int32{3})),
-			[]string{EventUncleanElection, EventISRShrink, EventISRExpand}},
-		{"preferred", snap(1, 1, r, part(2, 1, r, r)), snap(2, 1, r, part(1, 2, r, r)), []string{EventPreferredElection}},
-		{"offline", snap(1, 1, r, part(1, 0, r, []int32{1})), snap(2, 1, []int32{2, 3}, part(-1, 1, r, []int32{1})),
-			[]string{EventBrokerDied, EventOffline}},
-		{"expand after return", snap(1, 2, []int32{2, 3}, part(2, 1, r, []int32{2, 3})), snap(2, 2, r, part(2, 1, r, r)),
-			[]string{EventBrokerJoined, EventISRExpand}},
-	}
-	for _, tc := range tests {
-		got := kinds(Diff(tc.old, tc.next))
-		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
-			t.Errorf("%s: Diff kinds %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	created := snap(2, 1, []int32{1})
-	created.Topics = append(created.Topics, Topic{Name: "new"})
-	old := snap(1, 1, []int32{1})
-	old.Topics = append(old.Topics, Topic{Name: "gone"})
-	if got := kinds(Diff(old, created)); strings.Join(got, ",") != EventTopicCreated+","+EventTopicDeleted {
-		t.Errorf("topics: %v", got)
-	}
-	ev := Diff(snap(1, 1, r, part(1, 0, r, r)), snap(2, 1, r, part(2, 1, r, []int32{2, 3})))
-	if ev[0].Topic != "t" || ev[0].Partition != 0 || ev[0].Broker != 2 || !strings.Contains(ev[0].Text, "t-0") || !ev[0].Time.Equal(time.Unix(100, 0)) {
-		t.Errorf("election event %+v", ev[0])
-	}
-}
-
-// fakeSource returns the snapshots it is given.
+// fakeSource returns the snapshots and events it is given.
 type fakeSource struct {
 	mu                 sync.Mutex
 	s                  Snapshot
+	events             []Event
 	views, full, stats int // calls by kind
+}
+
+// Events implements Source.
+func (f *fakeSource) Events(after uint64) []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Event
+	for _, e := range f.events {
+		if e.Seq > after {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// record adds events of the given kinds, numbered on from the last.
+func (f *fakeSource) record(kinds ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range kinds {
+		f.events = append(f.events, Event{Seq: uint64(len(f.events) + 1), Kind: k, Topic: "t", Partition: -1, Broker: -1, Text: k})
+	}
 }
 
 func (f *fakeSource) Snapshot(_ context.Context, full bool) Snapshot {
@@ -252,6 +237,7 @@ func TestEventStreams(t *testing.T) {
 	}
 
 	src.set(snap(2, 2, []int32{2, 3}, part(2, 1, r, []int32{2, 3})))
+	src.record(EventBrokerDied, EventControllerChanged, EventElection, EventISRShrink)
 	hub.Poll(context.Background())
 	for i, rd := range readers {
 		name, data, err := readEvent(rd)
@@ -315,8 +301,8 @@ func TestPollNeeds(t *testing.T) {
 	}{
 		{"idle, nothing moved", false, false, false, recent, old, false, false, false},
 		{"idle, rates due", false, false, false, old, old, true, false, false},
-		{"idle, view moved: diff it, no full snapshot", true, false, false, recent, old, false, true, false},
-		{"first poll", true, false, false, time.Time{}, time.Time{}, true, true, false},
+		{"idle, view moved: no snapshot (the timeline is the source's)", true, false, false, recent, old, false, false, false},
+		{"first poll", true, false, false, time.Time{}, time.Time{}, true, false, false},
 		{"watched, nothing moved, state recent", false, true, false, recent, recent, false, false, false},
 		{"watched, state due", false, true, false, recent, old, false, true, true},
 		{"watched, view moved", true, true, false, recent, recent, false, true, true},
@@ -329,9 +315,10 @@ func TestPollNeeds(t *testing.T) {
 	}
 }
 
-// Nobody watching: polls read the view version only; a view change is
-// still diffed into the timeline (from a view-only snapshot), and a page
-// asking gets a full, current snapshot.
+// Nobody watching: polls read the view version and the source's new
+// events only; no snapshot is taken for a view change, the controller's
+// events still reach the timeline, and a page asking gets a full, current
+// snapshot.
 func TestIdleHubReadsLittle(t *testing.T) {
 	r := []int32{1, 2, 3}
 	src := &fakeSource{}
@@ -340,14 +327,16 @@ func TestIdleHubReadsLittle(t *testing.T) {
 	for range 20 {
 		hub.Poll(context.Background())
 	}
-	if views, full, _ := src.counts(); views != 1 || full != 0 {
-		t.Fatalf("20 idle polls of one view: %d view snapshots, %d full, want 1 and 0", views, full)
+	if views, full, _ := src.counts(); views != 0 || full != 0 {
+		t.Fatalf("20 idle polls of one view: %d view snapshots, %d full, want none", views, full)
 	}
 	src.set(snap(2, 2, []int32{2, 3}, part(2, 1, r, []int32{2, 3})))
+	src.record(EventBrokerDied, EventControllerChanged)
 	hub.Poll(context.Background())
+	src.record(EventElection, EventISRShrink)
 	hub.Poll(context.Background())
-	if views, full, _ := src.counts(); views != 2 || full != 0 {
-		t.Fatalf("a view change while idle: %d view snapshots, %d full, want 2 and 0", views, full)
+	if views, full, _ := src.counts(); views != 0 || full != 0 {
+		t.Fatalf("a view change while idle: %d view snapshots, %d full, want none", views, full)
 	}
 	if got := kinds(hub.Timeline(0)); strings.Join(got, ",") != "broker_died,controller_changed,leader_elected,isr_shrink" {
 		t.Fatalf("idle timeline %v", got)

@@ -10,19 +10,24 @@ import (
 )
 
 // Source gives the console the cluster as the broker sees it. The hub
-// calls ViewVersion every poll and Stats every second whether or not
-// anybody watches, so both must be cheap; Snapshot is called when the
-// view changed (with full false: what the timeline needs) and, while a
-// page is open or asks for it, with full true.
+// calls ViewVersion and Events every poll and Stats every second whether
+// or not anybody watches, so those must be cheap; Snapshot is called when
+// the view changed (with full false) and, while a page is open or asks
+// for it, with full true.
 type Source interface {
 	// ViewVersion changes whenever the cluster view does.
 	ViewVersion() uint64
 	// Stats are the running traffic totals the sparklines come from.
 	Stats() Stats
-	// Snapshot is the cluster now. With full false only what Diff reads
-	// is filled: brokers, controller, topics with leaders, replicas and
+	// Snapshot is the cluster now. With full false only the view is
+	// filled: brokers, controller, topics with leaders, replicas and
 	// ISRs (offsets -1, no groups, no stats).
 	Snapshot(ctx context.Context, full bool) Snapshot
+	// Events are the timeline's entries with a sequence above after,
+	// oldest first: the cluster's history as its controller recorded it
+	// (sequences are the controller's, the same on every broker and
+	// across restarts).
+	Events(after uint64) []Event
 }
 
 const (
@@ -49,11 +54,13 @@ const (
 // whatever the number of streams, so 100 open pages cost 100 writes of
 // the same bytes.
 //
-// Nobody watching costs little: each poll compares the view version, the
-// traffic totals are read once a second, and the cluster is copied only
-// when the view changed (its leaders, ISRs and brokers, to diff for the
-// timeline). The full snapshot (offsets, lag, groups) is taken only while
-// an event stream is open or when a page or /api/snapshot asks.
+// Nobody watching costs little: each poll compares the view version and
+// asks the source for events past the last one (an in-memory read), and
+// the traffic totals are read once a second. The timeline is the
+// controller's (the source's Events), not derived here: the hub misses
+// nothing between two polls and a restarted broker still shows the
+// history. The snapshot (offsets, lag, groups) is taken only while an
+// event stream is open or when a page or /api/snapshot asks.
 type Hub struct {
 	src    Source
 	logger *slog.Logger
@@ -65,7 +72,7 @@ type Hub struct {
 	// mu guards the fields below.
 	mu        sync.Mutex
 	latest    *Snapshot // the last full snapshot
-	lastView  *Snapshot // the last snapshot diffed (full or view only)
+	lastView  *Snapshot // the last snapshot taken
 	stateMsg  []byte    // the SSE message for latest (with rates)
 	lastState time.Time
 	lastStats Stats
@@ -112,19 +119,20 @@ type pollPlan struct {
 }
 
 // pollNeeds decides what a poll at now reads: the traffic totals once a
-// stateEvery; a snapshot when the view version moved (to diff it); a full
-// one when a stream is open and the view moved or stateEvery passed since
-// the last push, or when forced (a page asks).
+// stateEvery; a full snapshot when a stream is open and the view moved or
+// stateEvery passed since the last push, or when forced (a page asks).
+// Nobody watching, a moved view is not read: the timeline does not come
+// from views.
 func pollNeeds(now time.Time, versionMoved, watched, force bool, lastRate, lastState time.Time) pollPlan {
 	var p pollPlan
 	p.stats = lastRate.IsZero() || now.Sub(lastRate) >= stateEvery
 	p.full = force || (watched && (versionMoved || now.Sub(lastState) >= stateEvery))
-	p.view = versionMoved || p.full
+	p.view = p.full
 	return p
 }
 
-// Poll looks at the source once: it records what changed in the view
-// since the last look in the timeline, samples the rates, and pushes the
+// Poll looks at the source once: it takes the controller's new events
+// into the timeline (and pushes them), samples the rates, and pushes the
 // state to open streams when the view changed or stateEvery passed.
 func (h *Hub) Poll(ctx context.Context) { h.poll(ctx, false) }
 
@@ -150,6 +158,10 @@ func (h *Hub) poll(ctx context.Context, force bool) {
 	h.polls.Polls++
 	h.mu.Unlock()
 
+	h.mu.Lock()
+	seq := h.seq
+	h.mu.Unlock()
+	fresh := h.src.Events(seq) // only this goroutine (pollMu) moves h.seq
 	var stats Stats
 	if plan.stats {
 		stats = h.src.Stats()
@@ -172,6 +184,14 @@ func (h *Hub) poll(ctx context.Context, force bool) {
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(fresh) > 0 {
+		h.seq = fresh[len(fresh)-1].Seq
+		h.events = append(h.events, fresh...)
+		if over := len(h.events) - keepEvents; over > 0 {
+			h.events = append(h.events[:0:0], h.events[over:]...)
+		}
+		h.broadcastLocked(sseMessage("timeline", fresh))
+	}
 	if plan.stats {
 		h.polls.Stats++
 		if h.lastRate.IsZero() {
@@ -192,24 +212,7 @@ func (h *Hub) poll(ctx context.Context, force bool) {
 	} else {
 		h.polls.ViewSnapshots++
 	}
-	old := h.lastView
-	viewChanged := old == nil || old.ViewVersion != snap.ViewVersion
-	var fresh []Event
-	if old != nil && viewChanged {
-		for _, e := range Diff(old, &snap) {
-			h.seq++
-			e.Seq = h.seq
-			fresh = append(fresh, e)
-		}
-		h.events = append(h.events, fresh...)
-		if over := len(h.events) - keepEvents; over > 0 {
-			h.events = append(h.events[:0:0], h.events[over:]...)
-		}
-	}
 	h.lastView = &snap
-	if len(fresh) > 0 {
-		h.broadcastLocked(sseMessage("timeline", fresh))
-	}
 	if plan.full {
 		h.latest = &snap
 		h.stateMsg = sseMessage("state", h.statePayloadLocked())

@@ -7,8 +7,10 @@
 // timeline of the cluster's history, and this broker's throughput.
 //
 // The console is read-only: it refuses every method but GET and HEAD. It
-// knows nothing of the broker: a Source gives it snapshots, and the
-// timeline is derived from successive snapshots (Diff), a pure function.
+// knows nothing of the broker: a Source gives it snapshots and the
+// timeline's events, which the cluster's controller records as it decides
+// (controller/events.go), so the timeline is the same on every broker and
+// outlives a broker's restart.
 // Every name is rendered by the page as text (DOM textContent), never as
 // markup.
 package console
@@ -123,7 +125,9 @@ type Rate struct {
 	LatencyMeanMs float64   `json:"latency_ms"`
 }
 
-// Event is one entry of the timeline.
+// Event is one entry of the timeline: an event the controller recorded.
+// Seq orders them and is the same on every broker (the controller's
+// sequence plus one: zero means none).
 type Event struct {
 	Seq       uint64    `json:"seq"`
 	Time      time.Time `json:"time"`
@@ -132,12 +136,28 @@ type Event struct {
 	Partition int32     `json:"partition"`
 	Broker    int32     `json:"broker"`
 	Text      string    `json:"text"`
+	// ControllerEpoch is the epoch of the controller that decided it.
+	ControllerEpoch int32 `json:"controller_epoch"`
+	// Elections: how the leader was chosen (clean, unclean, preferred,
+	// controlled_shutdown), the old and new leader and the new leader
+	// epoch; ISR changes and elections: the old and new ISR.
+	Election    string  `json:"election,omitempty"`
+	OldLeader   int32   `json:"old_leader"`
+	NewLeader   int32   `json:"new_leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	OldISR      []int32 `json:"old_isr,omitempty"`
+	NewISR      []int32 `json:"new_isr,omitempty"`
+	// LeaderLogEnd is an unclean election's new leader's log end offset
+	// at the election (-1: not known to the controller).
+	LeaderLogEnd int64 `json:"leader_log_end"`
 }
 
 // Event kinds.
 const (
 	EventBrokerJoined      = "broker_joined"
 	EventBrokerDied        = "broker_died"
+	EventBrokerShutdown    = "broker_shutdown"  // left after a controlled shutdown
+	EventBrokerRestarted   = "broker_restarted" // left and returned between two looks
 	EventControllerChanged = "controller_changed"
 	EventElection          = "leader_elected"         // a clean election: the new leader was in the ISR
 	EventUncleanElection   = "unclean_leader_elected" // the new leader was not in the ISR
@@ -147,4 +167,5 @@ const (
 	EventISRExpand         = "isr_expand"
 	EventTopicCreated      = "topic_created"
 	EventTopicDeleted      = "topic_deleted"
+	EventSummary           = "more_events" // counts a decision's events beyond the controller's bound
 )

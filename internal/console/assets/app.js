@@ -204,7 +204,8 @@
       lastSeq = e.seq;
       api.events++;
       const when = new Date(e.time);
-      list.prepend(el('li', { class: e.kind, 'data-kind': e.kind, 'data-topic': e.topic || '', 'data-partition': e.partition, 'data-broker': e.broker, 'data-seq': e.seq },
+      list.prepend(el('li', { class: e.kind, 'data-kind': e.kind, 'data-topic': e.topic || '', 'data-partition': e.partition, 'data-broker': e.broker, 'data-seq': e.seq,
+        'data-election': e.election || '', 'data-controller-epoch': e.controller_epoch, title: 'controller epoch ' + e.controller_epoch },
         el('time', { datetime: e.time }, when.toLocaleTimeString()), e.text));
     }
     while (list.childElementCount > 500) list.lastElementChild.remove();

@@ -124,6 +124,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 	auth := newConnAuth(l, principal, &authDone)
 	r := bufio.NewReaderSize(c, connReadBuffer)
 	var frameBuf []byte
+	var out []byte // encoding buffer of the responses written from here
 	// held is what the request being handled took from the
 	// queued.max.request.bytes pool.
 	var held poolBuf
@@ -255,6 +256,20 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			b.ops.finish(timing, timing.handled, timing.handled, timing.handled)
 			continue // acks=0 produce: no response
 		}
+		if !isProduce {
+			// Every earlier response is written (unanswered.Wait
+			// above) and nothing else is queued, so the writer is idle:
+			// this answer goes out from here, without a hand-off to the
+			// writer goroutine and back (a consumer fetching often and
+			// small pays two goroutine switches a request otherwise).
+			if !b.sendResponse(c, logger, queuedResponse{correlationID: hdr.CorrelationID, resp: resp, timing: timing}, &out, &broken, st) {
+				return
+			}
+			if rc.closeAfter {
+				return
+			}
+			continue
+		}
 		unanswered.Add(1)
 		queue <- queuedResponse{correlationID: hdr.CorrelationID, resp: resp, timing: timing}
 		if rc.closeAfter {
@@ -273,41 +288,51 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 func (b *Broker) writeResponses(c net.Conn, logger *slog.Logger, queue <-chan queuedResponse, unanswered *sync.WaitGroup, broken *atomic.Bool, st *connState) {
 	var out []byte
 	for q := range queue {
-		var err error
-		awaitStart := time.Now()
-		if pr, ok := q.resp.(*produceResponse); ok && !broken.Load() {
-			err = b.awaitProduce(pr)
-		}
-		awaitEnd := time.Now()
-		switch {
-		case broken.Load() || err != nil:
-		case q.resp == nil:
-			_, err = c.Write(append(q.raw, q.rawTail...))
-		default:
-			err = b.writeResponse(c, q.correlationID, q.resp, &out)
-		}
-		if fr, ok := q.resp.(*fetchResponse); ok {
-			fr.Close()
-		}
-		if err != nil && !broken.Load() {
-			broken.Store(true)
-			// A peer going away is not worth a line; records that could
-			// not be delivered as promised are.
-			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
-				logger.Warn("closing connection: writing response", "err", err)
-			}
-			c.Close()
-		}
-		if cap(out) > 4<<20 {
-			out = nil // do not pin large fetch responses between requests
-		}
-		written := time.Now()
-		if err == nil && !broken.Load() {
-			b.ops.finish(q.timing, awaitStart, awaitEnd, written)
-		}
-		st.requestDone(written)
+		b.sendResponse(c, logger, q, &out, broken, st)
 		unanswered.Done()
 	}
+}
+
+// sendResponse completes a response (a produce's replication wait) and
+// writes it, keeping out as the grown encoding buffer. After a failed
+// write it sets broken, closes the connection and returns false; once
+// broken, it writes nothing.
+func (b *Broker) sendResponse(c net.Conn, logger *slog.Logger, q queuedResponse, out *[]byte, broken *atomic.Bool, st *connState) bool {
+	var err error
+	awaitStart := time.Now()
+	if pr, ok := q.resp.(*produceResponse); ok && !broken.Load() {
+		err = b.awaitProduce(pr)
+	}
+	awaitEnd := time.Now()
+	switch {
+	case broken.Load() || err != nil:
+	case q.resp == nil:
+		_, err = c.Write(append(q.raw, q.rawTail...))
+	default:
+		err = b.writeResponse(c, q.correlationID, q.resp, out)
+	}
+	if fr, ok := q.resp.(*fetchResponse); ok {
+		fr.Close()
+	}
+	if err != nil && !broken.Load() {
+		broken.Store(true)
+		// A peer going away is not worth a line; records that could
+		// not be delivered as promised are.
+		if !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+			logger.Warn("closing connection: writing response", "err", err)
+		}
+		c.Close()
+	}
+	if cap(*out) > 4<<20 {
+		*out = nil // do not pin large fetch responses between requests
+	}
+	written := time.Now()
+	ok := err == nil && !broken.Load()
+	if ok {
+		b.ops.finish(q.timing, awaitStart, awaitEnd, written)
+	}
+	st.requestDone(written)
+	return ok
 }
 
 // awaitProduce runs a produce response's replication wait, turning a

@@ -62,6 +62,13 @@ func (p *Partition) syncDurable() {
 		p.mu.Lock()
 		if err != nil {
 			p.syncing = false
+			if errors.Is(err, segment.ErrTruncated) {
+				// Truncated meanwhile (leadership lost and found again,
+				// say): start over against the log as it is now.
+				p.startDurableSyncLocked()
+				p.mu.Unlock()
+				return
+			}
 			p.mu.Unlock()
 			if !errors.Is(err, segment.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) && p.log() == log {
 				_ = p.storageFailed(fmt.Errorf("sync %s for durable acknowledgements: %w", p.tp, err))
@@ -133,6 +140,9 @@ func (p *Partition) followerSyncNeeded() bool {
 func (p *Partition) followerSync(ctx context.Context) error {
 	log := p.log()
 	if err := log.SyncTo(ctx, log.EndOffset()); err != nil {
+		if errors.Is(err, segment.ErrTruncated) {
+			return err // the next fetch syncs the log as it is then
+		}
 		if errors.Is(err, segment.ErrClosed) || ctx.Err() != nil {
 			return closedAsNotLeader(err)
 		}

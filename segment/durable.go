@@ -90,7 +90,7 @@ func (l *Log) SyncTo(ctx context.Context, offset int64) error {
 		case durable >= offset:
 			return nil
 		case leo < offset:
-			return l.errorf("sync to %d: the log ends at %d (truncated)", offset, leo)
+			return l.errorf("sync to %d: the log ends at %d: %w", offset, leo, ErrTruncated)
 		}
 		l.syncMu.Lock()
 		if ch := l.durable.inFlight; ch != nil {

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,22 @@ func TestSyncToRollContextClose(t *testing.T) {
 	}
 	if err := l.SyncTo(ctx, l.EndOffset()+1); err == nil {
 		t.Fatalf("SyncTo on a closed log succeeded")
+	}
+}
+
+// A target past a log truncated meanwhile is ErrTruncated, which callers
+// tell from a storage failure.
+func TestSyncToTruncatedIsErrTruncated(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig(), true, nil)
+	defer l.Close()
+	a := newAppender(t, l)
+	a.add(10, 10)
+	if err := l.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.SyncTo(ctx, 10); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("SyncTo past a truncation: %v, want ErrTruncated", err)
 	}
 }

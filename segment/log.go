@@ -35,6 +35,9 @@ var (
 	ErrUnexpectedOffset = errors.New("batch base offset is not the log end offset")
 	// ErrClosed is returned (wrapped) by operations on a closed Log.
 	ErrClosed = errors.New("log closed")
+	// ErrTruncated: SyncTo's target is past a log truncated meanwhile
+	// (a leader that became a follower): nothing to make durable there.
+	ErrTruncated = errors.New("log truncated below the offset")
 )
 
 // Defaults used for zero or invalid Config values.

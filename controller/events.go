@@ -39,6 +39,11 @@ const (
 	EventISRExpand         = "isr_expand"
 	EventTopicCreated      = "topic_created"
 	EventTopicDeleted      = "topic_deleted"
+	// EventTruncation is recorded by a broker, not the controller: its
+	// replica, following a new leader, dropped offsets its log had. Below
+	// the replica's high watermark they were committed: after an unclean
+	// election, the exact records lost.
+	EventTruncation = "replica_truncated"
 	// EventSummary stands for the events of one decision beyond
 	// maxEventsPerDecision.
 	EventSummary = "more_events"
@@ -422,9 +427,19 @@ func (h *eventHistory) newest() int64 {
 // has read them (a cluster's broker follows /kbroker/events).
 func (c *Cluster) Events(after int64) []ClusterEvent { return c.history.after(after) }
 
+// reloadWindow is how far below the newest event held loadEvents reads
+// again: brokers write events too (truncations), so an event may be
+// created just before one this broker already holds (add skips those it
+// has).
+const reloadWindow = 100
+
 // loadEvents reads the newest events from the store into the history.
 func (c *Cluster) loadEvents(ctx context.Context) error {
-	events, err := c.store.Events(ctx, c.history.newest(), keepEvents)
+	after := c.history.newest()
+	if after >= 0 {
+		after = max(after-reloadWindow, -1)
+	}
+	events, err := c.store.Events(ctx, after, keepEvents)
 	if err != nil {
 		return fmt.Errorf("reading the cluster's events: %w", err)
 	}
@@ -461,6 +476,50 @@ func (c *Cluster) followEvents(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// Truncation is a replica's truncation after it began following a new
+// leader: it dropped the offsets [From, To) of its log.
+type Truncation struct {
+	Topic     string
+	Partition int32
+	From, To  int64
+	// HighWatermark is the replica's high watermark before: offsets below
+	// it were committed.
+	HighWatermark int64
+	Leader        int32
+	LeaderEpoch   int32
+}
+
+// truncationEvent is the timeline entry of broker self's truncation t.
+func truncationEvent(self int32, t Truncation) ClusterEvent {
+	e := newEvent(EventTruncation, self, "")
+	e.Topic, e.Partition = t.Topic, t.Partition
+	e.NewLeader, e.LeaderEpoch = t.Leader, t.LeaderEpoch
+	e.TruncatedFrom, e.TruncatedTo = t.From, t.To
+	e.CommittedLost = max(min(t.To, t.HighWatermark)-t.From, 0)
+	what := fmt.Sprintf("broker %d dropped offsets %d-%d of %s-%d (%d records) to follow leader %d at epoch %d",
+		self, t.From, t.To-1, t.Topic, t.Partition, t.To-t.From, t.Leader, t.LeaderEpoch)
+	if e.CommittedLost > 0 {
+		// A lower bound: a replica restarted after a crash knows only
+		// its checkpointed high watermark.
+		what += fmt.Sprintf("; at least %d of them committed (below its high watermark %d): lost by an unclean election", e.CommittedLost, t.HighWatermark)
+	}
+	e.Text = what
+	return e
+}
+
+// RecordTruncation writes t, observed by this broker, to the cluster's
+// event history.
+func (c *Cluster) RecordTruncation(ctx context.Context, t Truncation) error {
+	e := truncationEvent(c.cfg.Self.ID, t)
+	e.Time = time.Now()
+	e, err := c.store.AppendBrokerEvent(ctx, e)
+	if err != nil {
+		return err
+	}
+	c.history.add(e)
+	return nil
 }
 
 // recordLocked queues events the controller just decided (a.mu held).

@@ -118,6 +118,21 @@ func (s *localStore) AppendEvents(_ context.Context, epochZkVersion int32, event
 	return out, nil
 }
 
+// AppendBrokerEvent implements metadataStore.
+func (s *localStore) AppendBrokerEvent(_ context.Context, e zk.ClusterEvent) (zk.ClusterEvent, error) {
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	cur := s.eventsLocked()
+	next := localEventsState{NextSeq: cur.NextSeq + 1, Events: slices.Clone(cur.Events)}
+	e.Seq = cur.NextSeq
+	next.Events = append(next.Events, localEventEntry{Seq: e.Seq, TimeMs: e.Time.UnixMilli(), Event: zk.EncodeEvent(e)})
+	if err := s.saveEventsLocked(&next); err != nil {
+		return e, err
+	}
+	*cur = next
+	return e, nil
+}
+
 // Events implements metadataStore.
 func (s *localStore) Events(_ context.Context, after int64, limit int) ([]zk.ClusterEvent, error) {
 	s.events.mu.Lock()

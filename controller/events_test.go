@@ -415,3 +415,21 @@ func runScenarioForEvents(t *testing.T, e scenarioEnv) []ClusterEvent {
 	}
 	return before
 }
+
+func TestTruncationEvent(t *testing.T) {
+	for _, tc := range []struct {
+		hw            int64
+		wantCommitted int64
+		wantText      string
+	}{
+		{hw: 80, wantCommitted: 0, wantText: "broker 3 dropped offsets 90-99 of t-2 (10 records) to follow leader 1 at epoch 7"},
+		{hw: 95, wantCommitted: 5, wantText: "broker 3 dropped offsets 90-99 of t-2 (10 records) to follow leader 1 at epoch 7; at least 5 of them committed (below its high watermark 95): lost by an unclean election"},
+		{hw: 200, wantCommitted: 10, wantText: "broker 3 dropped offsets 90-99 of t-2 (10 records) to follow leader 1 at epoch 7; at least 10 of them committed (below its high watermark 200): lost by an unclean election"},
+	} {
+		e := truncationEvent(3, Truncation{Topic: "t", Partition: 2, From: 90, To: 100, HighWatermark: tc.hw, Leader: 1, LeaderEpoch: 7})
+		if e.Kind != EventTruncation || e.Broker != 3 || e.Topic != "t" || e.Partition != 2 || e.TruncatedFrom != 90 || e.TruncatedTo != 100 ||
+			e.NewLeader != 1 || e.LeaderEpoch != 7 || e.CommittedLost != tc.wantCommitted || e.Text != tc.wantText {
+			t.Errorf("hw %d: %+v", tc.hw, e)
+		}
+	}
+}

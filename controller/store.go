@@ -93,6 +93,8 @@ type metadataStore interface {
 	// Events reads the newest limit above a sequence; TrimEvents keeps
 	// the newest keep and returns how many are left.
 	AppendEvents(ctx context.Context, epochZkVersion int32, events []zk.ClusterEvent) ([]zk.ClusterEvent, error)
+	// AppendBrokerEvent records what a broker observed itself (unfenced).
+	AppendBrokerEvent(ctx context.Context, e zk.ClusterEvent) (zk.ClusterEvent, error)
 	Events(ctx context.Context, after int64, limit int) ([]zk.ClusterEvent, error)
 	TrimEvents(ctx context.Context, epochZkVersion int32, keep int) (int, error)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/controller/zk"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -251,6 +252,19 @@ func TestReplicationUncleanElectionOn(t *testing.T) {
 	} else {
 		t.Logf("old leader logged: %s", truncLines[0])
 	}
+	// The cluster's event history names the offsets the old leader
+	// dropped: the records the unclean election lost.
+	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		e, err := c.truncationEvent(s.topic, 0, s.leader)
+		if err != nil {
+			return err
+		}
+		if e.TruncatedFrom != s.staleEnd || e.TruncatedTo != s.leaderEnd || e.NewLeader != s.stale {
+			return fmt.Errorf("truncation event %+v, want offsets %d-%d dropped to follow broker %d", e, s.staleEnd, s.leaderEnd, s.stale)
+		}
+		t.Logf("event history: %s", e.Text)
+		return nil
+	})
 	// What is readable did not change (plus the 3 acks=1 records).
 	after := checkReadBack(t, c.readTopic(s.topic, 30*time.Second), keptAcked)
 	if len(after) != len(kept)+3 {
@@ -383,4 +397,31 @@ func produceValues(t *testing.T, cl *kgo.Client, topic, prefix string, n int) ma
 		out[string(r.Record.Value)] = ackPos{r.Record.Partition, r.Record.Offset}
 	}
 	return out
+}
+
+// truncationEvent finds broker's replica_truncated event for topic's
+// partition p in the cluster's event history (/kbroker/events).
+func (c *testCluster) truncationEvent(topic string, p int32, broker int32) (zk.ClusterEvent, error) {
+	names, _, err := c.zkConn().Children(c.zkPath(zk.EventsPath))
+	if err != nil {
+		return zk.ClusterEvent{}, err
+	}
+	for _, n := range names {
+		seq, ok := zk.ParseEventName(n)
+		if !ok {
+			continue
+		}
+		data, _, err := c.zkGet(zk.EventsPath + "/" + n)
+		if err != nil {
+			return zk.ClusterEvent{}, err
+		}
+		e, err := zk.DecodeEvent(seq, data)
+		if err != nil {
+			return zk.ClusterEvent{}, fmt.Errorf("event %s: %w", n, err)
+		}
+		if e.Kind == "replica_truncated" && e.Topic == topic && e.Partition == p && e.Broker == broker {
+			return e, nil
+		}
+	}
+	return zk.ClusterEvent{}, fmt.Errorf("no replica_truncated event of broker %d for %s-%d among %d events", broker, topic, p, len(names))
 }

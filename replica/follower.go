@@ -116,7 +116,7 @@ func (p *Partition) truncateToLeader(leader leaderRef, localEpoch, leaderEpochFo
 		return done, nil
 	}
 	p.logger.Warn("truncating the suffix the leader does not have", "from", target, "to", leo, "records_dropped", leo-target, "leader", p.leaderID)
-	return done, p.truncateLocked(target)
+	return done, p.truncateReportedLocked(leader, target)
 }
 
 // truncateAbove cuts the log back to offset, for a follower ahead of what
@@ -128,7 +128,32 @@ func (p *Partition) truncateAbove(leader leaderRef, offset int64) error {
 		return nil
 	}
 	p.logger.Warn("follower is ahead of its leader: truncating", "from", offset, "to", p.log().EndOffset())
-	return p.truncateLocked(offset)
+	return p.truncateReportedLocked(leader, offset)
+}
+
+// Truncation is a follower's truncation that dropped the offsets
+// [From, To) of its log to follow Leader at LeaderEpoch. Offsets below
+// HighWatermark (the replica's, before) were committed: after an unclean
+// election, those are the records the cluster lost.
+type Truncation struct {
+	TopicPartition
+	From, To      int64
+	HighWatermark int64
+	Leader        int32
+	LeaderEpoch   int32
+}
+
+// truncateReportedLocked is truncateLocked for a follower, telling
+// Config.OnTruncation what it dropped.
+func (p *Partition) truncateReportedLocked(leader leaderRef, target int64) error {
+	leo, hw := p.log().EndOffset(), p.highWatermark
+	if err := p.truncateLocked(target); err != nil {
+		return err
+	}
+	if p.truncated != nil && target < leo {
+		p.truncated(Truncation{TopicPartition: p.tp, From: target, To: leo, HighWatermark: hw, Leader: leader.id, LeaderEpoch: leader.epoch})
+	}
+	return nil
 }
 
 // truncateLocked removes everything from target on, with the producer

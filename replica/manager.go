@@ -60,6 +60,10 @@ type Config struct {
 	// OnStorageError is told of every failed operation on a log that
 	// takes its log dir offline (disk full or failed).
 	OnStorageError func(error)
+	// OnTruncation is told of every truncation of a follower's log that
+	// dropped records (the cluster's event history records it). It is
+	// called with the partition's lock held and must not block.
+	OnTruncation func(Truncation)
 	// OnLogDirFailure is told when a log dir went offline and its
 	// replicas were stopped (logdir_failure.go).
 	OnLogDirFailure func(LogDirFailure)

@@ -188,6 +188,7 @@ func (m *Manager) finishOpen(job *openJob, cfg PartitionConfig) (*Partition, err
 		logger:        logger,
 		isrs:          m.cfg.ISRWriter,
 		logDirFailed:  m.logDirFailed,
+		truncated:     m.cfg.OnTruncation,
 		descriptorLog: m.descriptorLog,
 		stats:         &m.stats,
 		sendFiles:     m.sendFiles,

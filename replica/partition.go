@@ -77,6 +77,9 @@ type Partition struct {
 	// (a full or failed disk): the dir goes offline, with every replica
 	// in it (logdir_failure.go).
 	logDirFailed func(dir string, err error)
+	// truncated reports a follower truncation that dropped records
+	// (Config.OnTruncation); nil: none.
+	truncated func(Truncation)
 	// descriptorLog, shared by the manager's partitions, rate-limits the
 	// lines about appends failing for want of file descriptors.
 	descriptorLog *ratelog.Limiter

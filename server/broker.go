@@ -143,6 +143,30 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	}, nil
 }
 
+// truncationRecordTimeout bounds the write of one truncation event.
+const truncationRecordTimeout = 10 * time.Second
+
+// recordTruncation writes a follower's truncation to the cluster's event
+// history (the console's timeline), off the replica's lock: after an
+// unclean election it names the exact committed offsets lost.
+func (b *Broker) recordTruncation(t replica.Truncation) {
+	ctl, ok := b.controller.(interface {
+		RecordTruncation(context.Context, controller.Truncation) error
+	})
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), truncationRecordTimeout)
+		defer cancel()
+		err := ctl.RecordTruncation(ctx, controller.Truncation{Topic: t.Topic, Partition: t.Partition, From: t.From, To: t.To,
+			HighWatermark: t.HighWatermark, Leader: t.Leader, LeaderEpoch: t.LeaderEpoch})
+		if err != nil {
+			b.logger.Warn("recording a truncation in the cluster's events failed", "partition", t.TopicPartition.String(), "err", err)
+		}
+	}()
+}
+
 // Run opens the logs, starts the listeners and serves until ctx is done,
 // then shuts down cleanly. It returns nil after a clean shutdown.
 func (b *Broker) Run(ctx context.Context) error {
@@ -174,6 +198,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		},
 	}
 	rcfg.OnLogDirFailure = b.onLogDirFailure
+	rcfg.OnTruncation = b.recordTruncation
 	if b.cfg.ZookeeperConnect != "" {
 		rcfg.ISRWriter = &isrWriter{b: b}
 		clientID := "kbroker-replica-" + strconv.Itoa(int(b.cfg.BrokerID))

@@ -87,7 +87,8 @@ func consoleEvents(events []controller.ClusterEvent) []console.Event {
 	for _, e := range events {
 		out = append(out, console.Event{Seq: uint64(e.Seq) + 1, Time: e.Time, Kind: e.Kind, Topic: e.Topic, Partition: e.Partition,
 			Broker: e.Broker, Text: e.Text, ControllerEpoch: e.ControllerEpoch, Election: e.Election, OldLeader: e.OldLeader,
-			NewLeader: e.NewLeader, LeaderEpoch: e.LeaderEpoch, OldISR: e.OldISR, NewISR: e.NewISR, LeaderLogEnd: e.LeaderLogEnd})
+			NewLeader: e.NewLeader, LeaderEpoch: e.LeaderEpoch, OldISR: e.OldISR, NewISR: e.NewISR, LeaderLogEnd: e.LeaderLogEnd,
+			TruncatedFrom: e.TruncatedFrom, TruncatedTo: e.TruncatedTo, CommittedLost: e.CommittedLost})
 	}
 	return out
 }

@@ -61,6 +61,15 @@ type ClusterEvent struct {
 	// offset at the election when known (-1: not known to the
 	// controller).
 	LeaderLogEnd int64 `json:"leader_log_end"`
+	// TruncatedFrom and TruncatedTo: for a "truncation" (a replica that
+	// followed a new leader and dropped the offsets [from, to) of its log),
+	// the range dropped; CommittedLost, how many of them were below its
+	// high watermark (committed records lost: an unclean election's loss;
+	// a lower bound, as a replica restarted after a crash knows only its
+	// checkpointed high watermark).
+	TruncatedFrom int64 `json:"truncated_from,omitempty"`
+	TruncatedTo   int64 `json:"truncated_to,omitempty"`
+	CommittedLost int64 `json:"committed_lost,omitempty"`
 	// Text says what happened in one sentence.
 	Text string `json:"text"`
 }
@@ -159,6 +168,23 @@ func (s *Store) AppendEvents(ctx context.Context, epochZkVersion int32, events [
 		out[i].Seq = seq
 	}
 	return out, nil
+}
+
+// AppendBrokerEvent writes one event a broker observed itself (not a
+// controller decision, so not fenced on the controller epoch): a
+// replica's truncation after following a new leader.
+func (s *Store) AppendBrokerEvent(ctx context.Context, e ClusterEvent) (ClusterEvent, error) {
+	res, err := s.multi(ctx, s.createOp(EventsPath+"/"+EventPrefix, EncodeEvent(e), gozk.FlagSequence))
+	if err != nil {
+		return e, fmt.Errorf("record a %s event: %w", e.Kind, err)
+	}
+	name := res[0].String[strings.LastIndexByte(res[0].String, '/')+1:]
+	seq, ok := ParseEventName(name)
+	if !ok {
+		return e, fmt.Errorf("record a %s event: ZooKeeper created %q", e.Kind, res[0].String)
+	}
+	e.Seq = seq
+	return e, nil
 }
 
 // Events reads the events with a sequence above after, oldest first, at

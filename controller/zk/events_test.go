@@ -115,4 +115,15 @@ func TestStoreEvents(t *testing.T) {
 	if _, err := s.TrimEvents(ctx, v, 0); !errors.Is(err, ErrControllerMoved) {
 		t.Fatalf("deposed trim: %v", err)
 	}
+	// A broker's own observation is not a controller decision: it is
+	// written whoever is controller, and read back with its fields.
+	e, err := s.AppendBrokerEvent(ctx, ClusterEvent{Kind: "replica_truncated", Broker: 3, Topic: "t", Partition: 1,
+		TruncatedFrom: 10, TruncatedTo: 20, CommittedLost: 4, Time: time.UnixMilli(99)})
+	if err != nil || e.Seq <= out[4].Seq {
+		t.Fatalf("broker event: %+v %v", e, err)
+	}
+	if got, err := s.Events(ctx, out[4].Seq, 0); err != nil || len(got) != 1 || got[0].Seq != e.Seq || got[0].TruncatedFrom != 10 ||
+		got[0].TruncatedTo != 20 || got[0].CommittedLost != 4 || got[0].Topic != "t" {
+		t.Fatalf("broker event read back: %+v %v", got, err)
+	}
 }

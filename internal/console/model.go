@@ -150,6 +150,13 @@ type Event struct {
 	// LeaderLogEnd is an unclean election's new leader's log end offset
 	// at the election (-1: not known to the controller).
 	LeaderLogEnd int64 `json:"leader_log_end"`
+	// A replica's truncation (replica_truncated): the offsets
+	// [TruncatedFrom, TruncatedTo) it dropped to follow a new leader, and
+	// at least how many of them were committed (an unclean election's
+	// loss).
+	TruncatedFrom int64 `json:"truncated_from,omitempty"`
+	TruncatedTo   int64 `json:"truncated_to,omitempty"`
+	CommittedLost int64 `json:"committed_lost,omitempty"`
 }
 
 // Event kinds.

@@ -799,4 +799,43 @@ func TestConsoleActionsAuthorizer(t *testing.T) {
 	}
 	grant(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationAlter, "127.0.0.1")
 	t.Logf("Alter granted: %s", expect("elect-preferred", electBody, http.StatusConflict, "ELECTION_NOT_NEEDED"))
+
+	// The read views show what User:ANONYMOUS from any host may describe:
+	// Delete granted from 127.0.0.1 alone (which implies Describe from
+	// there) does not show the topic to every page; Read from "*" does.
+	snapshotTopics := func() ([]string, int, error) {
+		resp, err := http.Get("http://" + metrics + "/api/snapshot")
+		if err != nil {
+			return nil, 0, err
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Snapshot struct {
+				Brokers []json.RawMessage `json:"brokers"`
+				Topics  []struct {
+					Name string `json:"name"`
+				} `json:"topics"`
+			} `json:"snapshot"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return nil, 0, err
+		}
+		var names []string
+		for _, tp := range st.Snapshot.Topics {
+			names = append(names, tp.Name)
+		}
+		return names, len(st.Snapshot.Brokers), nil
+	}
+	names, brokers, err := snapshotTopics()
+	if err != nil || brokers == 0 || slices.Contains(names, topic) {
+		t.Fatalf("console snapshot without Describe for every host: topics %q, %d brokers, %v; want %s hidden", names, brokers, err, topic)
+	}
+	grant(kmsg.ACLResourceTypeTopic, topic, kmsg.ACLOperationRead, "*")
+	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		names, _, err := snapshotTopics()
+		if err != nil || !slices.Contains(names, topic) {
+			return fmt.Errorf("console topics %q (%v) after Read was granted from every host, want %s", names, err, topic)
+		}
+		return nil
+	})
 }

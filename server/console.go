@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/controller"
+	"github.com/kbroker/kbroker/internal/acl"
 	"github.com/kbroker/kbroker/internal/console"
 	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/replica"
@@ -75,7 +77,22 @@ func (s *consoleSource) Events(after uint64) []console.Event {
 	if !ok {
 		return nil
 	}
-	return consoleEvents(h.Events(int64(after) - 1))
+	events := h.Events(int64(after) - 1)
+	rc := consoleViewer()
+	events = slices.DeleteFunc(events, func(e controller.ClusterEvent) bool {
+		return e.Topic != "" && !s.b.authorize(rc, kmsg.ACLOperationDescribe, acl.ResourceTopic, e.Topic)
+	})
+	return consoleEvents(events)
+}
+
+// consoleViewer is who the console's read views are for under the
+// authorizer: User:ANONYMOUS (the console does not authenticate), from no
+// particular host, since one snapshot serves every open page: only ACLs
+// for every host ("*") apply. A topic, its partitions and its events, or a
+// group, show only where that principal may Describe them, as Metadata and
+// ListGroups answer an unauthenticated client.
+func consoleViewer() *requestContext {
+	return &requestContext{clientID: "kbroker-console", principal: consolePrincipal}
 }
 
 // consoleEvents converts controller events for the console.
@@ -109,9 +126,13 @@ func (s *consoleSource) Snapshot(ctx context.Context, full bool) console.Snapsho
 		snap.Brokers = append(snap.Brokers, cb)
 	}
 	dead := map[int32]bool{}
+	rc := consoleViewer()
+	visible := func(topic string) bool { return b.authorize(rc, kmsg.ACLOperationDescribe, acl.ResourceTopic, topic) }
 	names := make([]string, 0, len(md.Topics))
 	for name := range md.Topics {
-		names = append(names, name)
+		if visible(name) {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	for _, name := range names {
@@ -152,11 +173,19 @@ func (s *consoleSource) Snapshot(ctx context.Context, full bool) console.Snapsho
 		return snap
 	}
 	for _, g := range b.groupSummaries(ctx) {
+		if !b.authorize(rc, kmsg.ACLOperationDescribe, acl.ResourceGroup, g.Group) {
+			continue
+		}
 		cg := console.Group{Name: g.Group, State: g.State, ProtocolType: g.ProtocolType, Protocol: g.Protocol}
 		for _, m := range g.Members {
-			cg.Members = append(cg.Members, console.Member{ID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: m.Assigned})
+			assigned := maps.Clone(m.Assigned)
+			maps.DeleteFunc(assigned, func(topic string, _ []int32) bool { return !visible(topic) })
+			cg.Members = append(cg.Members, console.Member{ID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: assigned})
 		}
 		for _, o := range g.Offsets {
+			if !visible(o.Topic) {
+				continue
+			}
 			cg.Offsets = append(cg.Offsets, console.GroupOffset{Topic: o.Topic, Partition: o.Partition, Committed: o.Committed, End: o.End, Lag: o.Lag})
 			if o.Lag > 0 {
 				cg.Lag += o.Lag

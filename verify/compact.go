@@ -219,16 +219,7 @@ func produceOne(cl *kgo.Client, leader int32, topic string, p int32, batch []byt
 // partitions) with franz-go: idempotent, acks=all, at most 100 records
 // outstanding. Its errors are indefinite (it retried before giving up).
 func (w *CompactWorkload) franzProducer(ctx context.Context, name string) {
-	cl, err := kgo.NewClient(w.Security.Client(
-		kgo.SeedBrokers(w.Seeds...),
-		kgo.DefaultProduceTopic(w.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(10*time.Second),
-		kgo.ProduceRequestTimeout(3*time.Second),
-		kgo.MetadataMinAge(250*time.Millisecond),
-		kgo.MaxBufferedRecords(1000),
-	)...)
+	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return

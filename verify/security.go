@@ -202,6 +202,23 @@ func (s *Security) Client(more ...kgo.Opt) []kgo.Opt {
 	return s.Admin(more...)
 }
 
+// AcksAllProducer is the franz-go producer every workload writes with:
+// idempotent acks=all to topic, records placed on their partition by the
+// caller, delivery given up after 10 s (so an error is indefinite: it
+// retried first), at most 1,000 records buffered.
+func (s *Security) AcksAllProducer(seeds []string, topic string) (*kgo.Client, error) {
+	return kgo.NewClient(s.Client(
+		kgo.SeedBrokers(seeds...),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(10*time.Second),
+		kgo.ProduceRequestTimeout(3*time.Second),
+		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.MaxBufferedRecords(1000),
+	)...)
+}
+
 // KcatArgs are kcat's arguments for the workload's mechanism.
 func (s *Security) KcatArgs() []string {
 	if s == nil {

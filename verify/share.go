@@ -137,16 +137,7 @@ func (w *ShareWorkload) SetUp(ctx context.Context) error {
 // RunProducer writes until ctx ends, then lets outstanding sends resolve.
 func (w *ShareWorkload) RunProducer(ctx context.Context) {
 	const name = "sprod"
-	cl, err := kgo.NewClient(w.Security.Client(
-		kgo.SeedBrokers(w.Seeds...),
-		kgo.DefaultProduceTopic(w.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(10*time.Second),
-		kgo.ProduceRequestTimeout(3*time.Second),
-		kgo.MetadataMinAge(250*time.Millisecond),
-		kgo.MaxBufferedRecords(1000),
-	)...)
+	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return

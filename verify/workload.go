@@ -85,16 +85,7 @@ func (w *Workload) RunProducers(ctx context.Context) {
 // partitions, at most 100 records outstanding. Every error is indefinite:
 // franz-go retries internally, so an error says only that it gave up.
 func (w *Workload) franzProducer(ctx context.Context, name string) {
-	cl, err := kgo.NewClient(w.Security.Client(
-		kgo.SeedBrokers(w.Seeds...),
-		kgo.DefaultProduceTopic(w.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(10*time.Second),
-		kgo.ProduceRequestTimeout(3*time.Second),
-		kgo.MetadataMinAge(250*time.Millisecond),
-		kgo.MaxBufferedRecords(1000),
-	)...)
+	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return

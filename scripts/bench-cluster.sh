@@ -31,7 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/lib-zk.sh
 wait_port() {
 	for _ in $(seq 200); do
 		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
@@ -48,17 +48,8 @@ else
 fi
 go build -o "$work/kbench" ./cmd/kbench
 
-zkport=$(free_port)
-mkdir -p "$work/zk"
-cat >"$work/zk/zoo.cfg" <<CFG
-tickTime=500
-dataDir=$work/zk/data
-clientPort=$zkport
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-CFG
-java -cp '/usr/share/java/zookeeper.jar:/usr/share/java/*' org.apache.zookeeper.server.ZooKeeperServerMain "$work/zk/zoo.cfg" >"$work/zk/log" 2>&1 &
-pids+=($!)
+start_zk "$work/zk" "$work/zk/log"
+pids+=("$zk_pid")
 wait_port "$zkport"
 
 brokers=()

@@ -52,7 +52,7 @@ trap cleanup EXIT
 
 now() { date +%s.%N; }
 since() { python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.3f}')" "$1"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/lib-zk.sh
 # wait_port PORT PID: until PORT accepts (10 ms polls, at most 10 min), or
 # the process PID exited.
 wait_port() {
@@ -158,18 +158,9 @@ fi
 [[ "$CLUSTER" == 1 ]] || exit 0
 
 # ----------------------------------------------------------------- cluster
-zkport=$(free_port)
-mkdir -p "$work/zk"
-cat >"$work/zk/zoo.cfg" <<CFG
-tickTime=500
-dataDir=$work/zk/data
-clientPort=$zkport
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-CFG
-java -cp '/usr/share/java/zookeeper.jar:/usr/share/java/*' org.apache.zookeeper.server.ZooKeeperServerMain "$work/zk/zoo.cfg" >"$work/zk/log" 2>&1 &
-pids+=($!)
-wait_port "$zkport" $!
+start_zk "$work/zk" "$work/zk/log"
+pids+=("$zk_pid")
+wait_port "$zkport" "$zk_pid"
 
 declare -A bport bpid
 start_broker() {

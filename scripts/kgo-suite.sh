@@ -93,7 +93,7 @@ fi
 # where each topic's records come from another broker, it fails whenever
 # __consumer_offsets answers before its second topic's leader (seen under
 # the load of the ETL tests; 20 of 20 passed alone).
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/lib-zk.sh
 wait_port() {
 	for _ in $(seq 200); do
 		(echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
@@ -102,17 +102,8 @@ wait_port() {
 	echo "port $1 never opened" >&2
 	return 1
 }
-zkport=$(free_port)
-mkdir -p "$work/zk"
-cat >"$work/zk/zoo.cfg" <<CFG
-tickTime=500
-dataDir=$work/zk/data
-clientPort=$zkport
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-CFG
-java -cp '/usr/share/java/zookeeper.jar:/usr/share/java/*' org.apache.zookeeper.server.ZooKeeperServerMain "$work/zk/zoo.cfg" >"$work/zk.log" 2>&1 &
-cluster_pids+=($!)
+start_zk "$work/zk" "$work/zk.log"
+cluster_pids+=("$zk_pid")
 wait_port "$zkport"
 brokers=()
 for id in 1 2 3; do

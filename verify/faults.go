@@ -26,6 +26,7 @@ const (
 	RestartZK         = "restart-zk"          // kill -9 ZooKeeper, start it again
 	PartitionClients  = "partition-clients"   // cut a leader from every client
 	DiskFull          = "disk-full"           // fill a leader's log dir (its tmpfs): it must stop; free the space and restart it
+	Reassign          = "reassign"            // reassign a partition without its leader (RF 3 -> 2), then with it again (a full copy)
 	// The re-created topic (recreate.go) is deleted and created again
 	// while a broker other than the controller is cut off from the other
 	// brokers (RecreateTopic) or SIGSTOPped for less than the session
@@ -38,7 +39,7 @@ const (
 var AllFaults = []string{
 	KillLeader, KillFollower, KillController, PauseShort, PauseLag, PauseLong, PartitionBrokers,
 	IsolateLeader, IsolateLeaderKill, PartitionZKShort, PartitionZKLong, RestartZK, PartitionClients,
-	DiskFull, RecreateTopic, RecreateTopicPaused,
+	DiskFull, RecreateTopic, RecreateTopicPaused, Reassign,
 }
 
 // Fault is one planned fault.
@@ -61,7 +62,7 @@ func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 func (t Timing) plan(r *rand.Rand, kind string, partitions int32) Fault {
 	f := Fault{Kind: kind, Partition: r.Int32N(partitions), Gap: between(r, time.Second, 2500*time.Millisecond)}
 	switch kind {
-	case KillLeader, KillFollower, KillController, DiskFull:
+	case KillLeader, KillFollower, KillController, DiskFull, Reassign:
 		f.Duration = between(r, 2*time.Second, 4*time.Second)
 	case PauseShort:
 		f.Duration = between(r, t.Lag/3, t.Lag*3/4)
@@ -328,6 +329,8 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 		n.diskFull(ctx, f)
 	case RecreateTopic, RecreateTopicPaused:
 		n.recreate(ctx, f)
+	case Reassign:
+		n.reassign(ctx, f)
 	}
 }
 

@@ -417,9 +417,11 @@ type cleaning struct {
 	endOffset     int64
 }
 
-var cleanedLine = regexp.MustCompile(`^time=(\S+) level=INFO msg="log cleaned" partition=(\S+) first_dirty=\d+ end_offset=(\d+) dirty_ratio=\S+ bytes_read=(\d+) bytes_written=(\d+) took=(\S+)`)
+var cleanedLine = regexp.MustCompile(`^time=(\S+) level=INFO msg="log cleaned" partition=(\S+) first_dirty=\d+ end_offset=(\d+) dirty_ratio=\S+ bytes_read=(\d+) bytes_written=(\d+)(?: \S+=\S+)*? took=(\S+)`)
 
-// cleanings parses the broker's "log cleaned" lines of the topic.
+// cleanings parses the broker's "log cleaned" lines of the topic (fields
+// the broker adds between bytes_written and took, as markers_removed, are
+// skipped: a new field once made every run report no cleaning).
 func cleanings(logPath string) ([]cleaning, error) {
 	f, err := os.Open(logPath)
 	if err != nil {

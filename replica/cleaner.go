@@ -5,10 +5,12 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/kbroker/kbroker/segment"
+	"golang.org/x/sys/unix"
 )
 
 // The log cleaner's scheduling, Kafka's LogCleaner threads and
@@ -209,10 +211,30 @@ func (m *Manager) RunCleaner(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			lowerCleanerPriority(m.logger)
 			c.run(ctx)
 		}()
 	}
 	wg.Wait()
+}
+
+// cleanerNice is the scheduling niceness of a cleaner thread: the cleaner
+// is background work, and on a small machine a cleaning otherwise takes a
+// whole core from the request handlers (and from clients on the same
+// host) for as long as it runs.
+const cleanerNice = 10
+
+// lowerCleanerPriority locks the calling goroutine (a cleaner thread) to
+// its OS thread and lowers that thread's priority to cleanerNice (Linux
+// sets niceness per thread). The goroutine never unlocks: when it ends, Go
+// ends the thread with it, so no thread at low priority goes back to the
+// runtime's pool. A failure (not permitted, say) is logged and changes
+// nothing else.
+func lowerCleanerPriority(logger interface{ Warn(string, ...any) }) {
+	runtime.LockOSThread()
+	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), cleanerNice); err != nil {
+		logger.Warn("could not lower the log cleaner thread's priority", "nice", cleanerNice, "err", err)
+	}
 }
 
 func (c *logCleaner) run(ctx context.Context) {

@@ -32,7 +32,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -226,19 +225,7 @@ func (w *CompactWorkload) franzProducer(ctx context.Context, name string) {
 	}
 	defer cl.Close()
 	r := rand.New(rand.NewPCG(w.Seed, 0x6672616e))
-	var outstanding atomic.Int64
-	t := time.NewTicker(w.Interval)
-	defer t.Stop()
-	var seq int64
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		if ctx.Err() != nil || outstanding.Load() >= 100 {
-			continue
-		}
-		seq++
+	producePaced(ctx, cl, w.Interval, func(seq int64) (*kgo.Record, Event) {
 		k := r.IntN(w.Keys)
 		e := Event{Kind: KindSend, Topic: w.Topic, Proc: name, Seq: seq, Partition: int32(k) % w.Partitions,
 			Key: fmt.Sprintf("%s-k%d", name, k), Value: compactRecordID(name, seq), Tombstone: r.IntN(tombstoneOdds) == 0}
@@ -247,19 +234,8 @@ func (w *CompactWorkload) franzProducer(ctx context.Context, name string) {
 		if e.Tombstone {
 			rec.Value = nil
 		}
-		outstanding.Add(1)
-		cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
-			outstanding.Add(-1)
-			e.Outcome, e.Offset = OK, r.Offset
-			if err != nil {
-				e.Outcome, e.Offset, e.Err = Info, -1, err.Error()
-			}
-			w.Rec.Add(e)
-		})
-	}
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = cl.Flush(fctx)
+		return rec, e
+	}, w.Rec.Add)
 }
 
 // readEvent is the event of record r read by proc.

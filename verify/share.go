@@ -36,7 +36,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -143,35 +142,15 @@ func (w *ShareWorkload) RunProducer(ctx context.Context) {
 		return
 	}
 	defer cl.Close()
-	var outstanding atomic.Int64
-	t := time.NewTicker(w.Interval)
-	defer t.Stop()
-	var seq int64
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		if ctx.Err() != nil || outstanding.Load() >= 100 {
-			continue
-		}
-		seq++
+	producePaced(ctx, cl, w.Interval, func(seq int64) (*kgo.Record, Event) {
 		e := Event{Kind: KindSend, Topic: w.Topic, Proc: name, Seq: seq, Partition: int32(seq % int64(w.Partitions)), Value: fmt.Sprintf("s-%d", seq)}
-		outstanding.Add(1)
-		cl.Produce(context.Background(), &kgo.Record{Partition: e.Partition, Value: []byte(e.Value)}, func(r *kgo.Record, err error) {
-			outstanding.Add(-1)
-			e.Outcome, e.Offset = OK, r.Offset
-			if err != nil {
-				e.Outcome, e.Offset, e.Err = Info, -1, err.Error()
-			} else {
-				w.note(&w.written, e.Value)
-			}
-			w.Rec.Add(e)
-		})
-	}
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = cl.Flush(fctx)
+		return &kgo.Record{Partition: e.Partition, Value: []byte(e.Value)}, e
+	}, func(e Event) {
+		if e.Outcome == OK {
+			w.note(&w.written, e.Value)
+		}
+		w.Rec.Add(e)
+	})
 }
 
 // RunConsumers runs shareMembers members until ctx ends.

@@ -91,8 +91,20 @@ func (w *Workload) franzProducer(ctx context.Context, name string) {
 		return
 	}
 	defer cl.Close()
+	producePaced(ctx, cl, w.Interval, func(seq int64) (*kgo.Record, Event) {
+		e := Event{Kind: KindSend, Proc: name, Seq: seq, Partition: int32(seq % int64(w.Partitions)), Value: fmt.Sprintf("%s-%d", name, seq)}
+		return &kgo.Record{Partition: e.Partition, Value: []byte(e.Value)}, e
+	}, w.Rec.Add)
+}
+
+// producePaced sends one record per tick of interval until ctx ends, with
+// at most 100 awaiting their answer, then flushes (30 s at most). next
+// makes the seq-th record (seq from 1) and its send event; done is given
+// the event once the answer has filled its outcome and offset (Info, an
+// indefinite outcome, when franz-go gave up: it retried first).
+func producePaced(ctx context.Context, cl *kgo.Client, interval time.Duration, next func(seq int64) (*kgo.Record, Event), done func(Event)) {
 	var outstanding atomic.Int64
-	t := time.NewTicker(w.Interval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	var seq int64
 	for ctx.Err() == nil {
@@ -104,17 +116,15 @@ func (w *Workload) franzProducer(ctx context.Context, name string) {
 			continue
 		}
 		seq++
-		s := seq
-		p := int32(s % int64(w.Partitions))
-		v := fmt.Sprintf("%s-%d", name, s)
+		rec, e := next(seq)
 		outstanding.Add(1)
-		cl.Produce(context.Background(), &kgo.Record{Partition: p, Value: []byte(v)}, func(r *kgo.Record, err error) {
+		cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 			outstanding.Add(-1)
-			e := Event{Kind: KindSend, Proc: name, Seq: s, Partition: p, Value: v, Outcome: OK, Offset: r.Offset}
+			e.Outcome, e.Offset = OK, r.Offset
 			if err != nil {
 				e.Outcome, e.Offset, e.Err = Info, -1, err.Error()
 			}
-			w.Rec.Add(e)
+			done(e)
 		})
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

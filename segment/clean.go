@@ -633,9 +633,13 @@ func (l *Log) completeSwaps() error {
 			l.logger.Warn("ignoring a swap file without its range", "file", swapLog, "err", err)
 			continue
 		}
+		newTxnIndex := swappedTxnIndex(l.dir, base)
 		for _, e := range entries {
 			for _, sfx := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 				if b, ok := parseBase(e.Name(), sfx); ok && b >= base && b < end {
+					if sfx == txnIndexSuffix && b == base && newTxnIndex {
+						continue
+					}
 					if err := os.Remove(filepath.Join(l.dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 						return fmt.Errorf("complete swap %s: %w", swapLog, err)
 					}
@@ -655,6 +659,23 @@ func (l *Log) completeSwaps() error {
 		l.logger.Info("completed an interrupted cleaner swap", "base_offset", base, "replaced_up_to", end)
 	}
 	return nil
+}
+
+// swappedTxnIndex tells whether an interrupted swap at base had already
+// given the cleaned segment's .txnindex its final name: step 4 renames it
+// before the .log, so a crash between the two leaves <base>.txnindex (new)
+// beside <base>.log.swap. It is the new one exactly when no .txnindex.swap
+// is left and the old <base>.log is gone: step 3 renames each old
+// segment's .txnindex before its .log, so an old <base>.txnindex still
+// under its name (a crash within step 3) has its <base>.log beside it.
+func swappedTxnIndex(dir string, base int64) bool {
+	exists := func(p string) bool {
+		_, err := os.Stat(p)
+		return err == nil
+	}
+	return exists(segmentPath(dir, base, txnIndexSuffix)) &&
+		!exists(segmentPath(dir, base, txnIndexSuffix+swapSuffix)) &&
+		!exists(segmentPath(dir, base, logSuffix))
 }
 
 // SegmentStat describes one segment for the cleaner's choice of log.

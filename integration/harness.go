@@ -8,6 +8,8 @@
 //
 //	KBROKER_BIN    use this prebuilt kbroker binary instead of building one
 //	KBROKER_RACE=1 build the broker binary with -race
+//	KBROKER_TEST_AUTHZ=1 run every broker the test did not secure itself
+//	               with the ACL authorizer, brokers as super users (authz_mode.go)
 package integration
 
 import (
@@ -155,6 +157,7 @@ func startBroker(t testing.TB, dataDir string, probe func(addr string, timeout t
 	if brokerBin == "" {
 		t.Fatal("integration: broker binary not set up (TestMain must call setupBinary)")
 	}
+	overrides, authz := authzModeFor(t, probe, overrides)
 	b := &Broker{t: t, dataDir: dataDir, k: launch.NewKbroker(launch.KbrokerSpec{
 		Bin: brokerBin,
 		// A free port may be taken again before the broker binds it: try
@@ -178,6 +181,9 @@ func startBroker(t testing.TB, dataDir string, probe func(addr string, timeout t
 	})
 	if err := b.k.Start(context.Background()); err != nil {
 		t.Fatalf("starting kbroker: %v", err)
+	}
+	if authz != nil {
+		authz.grantClients(t, b.Addr())
 	}
 	return b
 }

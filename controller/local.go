@@ -292,6 +292,23 @@ func (s *localStore) PartitionState(ctx context.Context, topic string, partition
 	return st, nil
 }
 
+// ReadTopics is zk.Store.ReadTopics over the local file.
+func (s *localStore) ReadTopics(ctx context.Context, names []string) (map[string]zk.TopicRead, error) {
+	out := make(map[string]zk.TopicRead, len(names))
+	for _, name := range names {
+		var tr zk.TopicRead
+		var err error
+		if tr.Assignment, err = s.TopicAssignment(ctx, name); err == nil {
+			if tr.States, err = s.PartitionStates(ctx, name); err == nil {
+				tr.Configs, err = s.TopicConfig(ctx, name)
+			}
+		}
+		tr.Err = err
+		out[name] = tr
+	}
+	return out, nil
+}
+
 func (s *localStore) TopicConfig(_ context.Context, topic string) (map[string]string, error) {
 	t, err := s.topic(topic)
 	if err != nil {

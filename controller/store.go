@@ -27,6 +27,10 @@ type metadataStore interface {
 	PartitionStates(ctx context.Context, topic string) (map[int32]zk.PartitionState, error)
 	PartitionState(ctx context.Context, topic string, partition int32) (zk.PartitionState, error)
 	TopicConfig(ctx context.Context, topic string) (map[string]string, error)
+	// ReadTopics reads the topics' assignments, configs and partition
+	// states at once (a new controller's load); a topic's own failure
+	// (deleted meanwhile, a damaged znode) is in its TopicRead.
+	ReadTopics(ctx context.Context, names []string) (map[string]zk.TopicRead, error)
 	DeletedTopics(ctx context.Context) ([]zk.DeletedTopic, error)
 
 	CreateTopic(ctx context.Context, epochZkVersion int32, t zk.NewTopic) error

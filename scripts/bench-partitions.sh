@@ -27,7 +27,8 @@
 # the controller is noticed when its session expires, so the failover
 # figure includes it),
 # KBROKER=path to an already built broker, TIMEOUT (each wait, default 10m),
-# KEEP=1 to keep the work directory.
+# KEEP=1 to keep the work directory, RESTARTS=0 to stop after the
+# controller failover (skip the killed broker's restarts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-10000}
@@ -205,6 +206,9 @@ echo "  controller failover (kill -9 broker $ctl, the controller) until every pa
 wait_exit "${bpid[$ctl]}"
 r=$(kpb shrunk --brokers "$live" --topic many --partitions "$CLUSTER_N" --not-leader "$ctl" --since "$t0")
 echo "  ... and until broker $ctl left every ISR: $r"
+# The new controller's own account of its takeover (the phases after it won).
+grep -h 'msg="now controller"' "$work"/b*.log | tail -1 | sed 's/^/  /' || true
+[[ "${RESTARTS:-1}" == 1 ]] || exit 0
 t0=$(now)
 start_broker "$ctl"
 wait_port "${bport[$ctl]}" "${bpid[$ctl]}"

@@ -48,6 +48,8 @@ type Store struct {
 	chroot  string // "" or "/path", prefixed to every znode path
 	servers []string
 	logger  *slog.Logger
+	// sessionTimeout is the session's; bulk read sessions ask the same.
+	sessionTimeout time.Duration
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -84,13 +86,14 @@ func Connect(ctx context.Context, connectString string, sessionTimeout, connecti
 		return nil, err
 	}
 	s := &Store{
-		chroot:    chroot,
-		servers:   servers,
-		logger:    logger.With("zookeeper", connectString),
-		closed:    make(chan struct{}),
-		eventsEnd: make(chan struct{}),
-		stateCh:   make(chan struct{}),
-		state:     gozk.StateDisconnected,
+		chroot:         chroot,
+		servers:        servers,
+		sessionTimeout: sessionTimeout,
+		logger:         logger.With("zookeeper", connectString),
+		closed:         make(chan struct{}),
+		eventsEnd:      make(chan struct{}),
+		stateCh:        make(chan struct{}),
+		state:          gozk.StateDisconnected,
 	}
 	conn, events, err := gozk.Connect(servers, sessionTimeout,
 		gozk.WithLogger(zkLogger{s.logger}), gozk.WithLogInfo(false),

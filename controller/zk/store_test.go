@@ -783,3 +783,80 @@ func TestManyPartitionStates(t *testing.T) {
 		t.Fatalf("%d states (9999: %+v, 12999: %+v, 5: %+v)", len(states), states[9_999], states[12_999], states[5])
 	}
 }
+
+// A new controller's elections share transactions: hundreds of partition
+// state writes are a few ZooKeeper transactions (one zxid each), not one
+// per partition, and a stale version among them still fails only its own
+// partition.
+func TestSetPartitionStatesShareTransactions(t *testing.T) {
+	zk := zktest.Start(t)
+	ctx := testCtx(t)
+	s := connect(t, zk.Addr())
+	raw := rawConn(t, zk.Addr())
+	won, cepoch, v, err := s.ElectController(ctx, 1)
+	if err != nil || !won {
+		t.Fatal(won, err)
+	}
+	const n = 450
+	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
+	nt := NewTopic{Name: "batched", ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}}
+	for p := range int32(n) {
+		nt.Assignment[p] = []int32{1, 2, 3}
+		nt.States[p] = PartitionState{Leader: 1, ISR: []int32{1, 2, 3}, ControllerEpoch: cepoch}
+	}
+	if err := s.CreateTopic(ctx, v, nt); err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.PartitionStates(ctx, nt.Name)
+	if err != nil || len(states) != n {
+		t.Fatalf("%d states, %v", len(states), err)
+	}
+	elect := func() []PartitionUpdate {
+		var updates []PartitionUpdate
+		for p := range int32(n) {
+			st := states[p]
+			st.Leader, st.LeaderEpoch, st.ISR = 2, st.LeaderEpoch+1, []int32{2, 3}
+			updates = append(updates, PartitionUpdate{TopicPartition{nt.Name, p}, st})
+		}
+		return updates
+	}
+	results, err := s.SetPartitionStates(ctx, v, elect()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zxids := map[int64]bool{}
+	for _, r := range results {
+		if r.Err != nil || r.ZkVersion != 1 {
+			t.Fatalf("update %v: version %d, %v", r.TopicPartition, r.ZkVersion, r.Err)
+		}
+		_, stat, err := raw.Get(PartitionStatePath(nt.Name, r.Partition))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zxids[stat.Mzxid] = true
+		st := states[r.Partition]
+		st.ZkVersion = r.ZkVersion
+		states[r.Partition] = st
+	}
+	if want := (n + statesPerMulti - 1) / statesPerMulti; len(zxids) != want {
+		t.Fatalf("%d partition states written in %d transactions, want %d", n, len(zxids), want)
+	}
+
+	// Partition 7's version moves behind the controller's back: its write
+	// fails alone, its group's other writes land.
+	if _, err := raw.Set(PartitionStatePath(nt.Name, 7), EncodePartitionState(states[7]), 1); err != nil {
+		t.Fatal(err)
+	}
+	results, err = s.SetPartitionStates(ctx, v, elect()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		switch {
+		case r.Partition == 7 && !errors.Is(r.Err, ErrVersionConflict):
+			t.Fatalf("stale write of partition 7: %+v", r)
+		case r.Partition != 7 && (r.Err != nil || r.ZkVersion != 2):
+			t.Fatalf("update %v beside a stale one: version %d, %v", r.TopicPartition, r.ZkVersion, r.Err)
+		}
+	}
+}

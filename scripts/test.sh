@@ -11,6 +11,8 @@
 #   5. integration      go test -race on integration/ (builds ./cmd/kbroker with
 #                       -race unless KBROKER_RACE=0, runs real broker
 #                       processes and real clients)
+#   5b. the consumer-group, cluster and replication integration tests again
+#      with the ACL authorizer on (KBROKER_TEST_AUTHZ=1)
 #   6. franz-go's own pkg/kgo test suite against a kbroker (scripts/kgo-suite.sh)
 #   7. kverify short: faults on a 3-broker cluster, checked (cmd/kverify), plain
 #      and transactional (--txn)
@@ -92,10 +94,26 @@ unit_tests() {
 }
 
 integration_tests() {
-	# ZooKeeper-backed tests must run here, never skip.
+	go_test_retrying -timeout 25m ./integration/...
+}
+
+# The consumer-group, cluster and replication suites again with Kafka's ACL
+# authorizer on every broker, allow.everyone.if.no.acl.found=false, brokers
+# authenticating to each other as the only super user and the clients
+# holding ACLs without ClusterAction (integration/authz_mode.go). The
+# tests that secure their brokers themselves already ran above.
+authz_integration_tests() {
+	KBROKER_TEST_AUTHZ=1 go_test_retrying -timeout 10m ./integration \
+		-run '^(TestGroups|TestKIP848|TestCluster|TestReplication|TestDynamicBrokerConfigsAndReplicationThrottle)' \
+		-skip 'SASLSSL|Authorizer|InterBrokerListener'
+}
+
+# go_test_retrying ARGS...: go test -race -count=1 ARGS (with ZooKeeper-backed
+# tests required, never skipped), and one more run of the tests that failed.
+go_test_retrying() {
 	local log
 	log=$(mktemp)
-	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 25m ./integration/... 2>&1 | tee "$log"; then
+	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 "$@" 2>&1 | tee "$log"; then
 		rm -f "$log"
 		return 0
 	fi
@@ -116,8 +134,9 @@ integration_tests() {
 		return 1
 	fi
 	echo "=== retrying failed integration tests once: $failed_tests"
-	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 -timeout 10m -run "^(${failed_tests})\$" ./integration/...; then
-		flaky+=("$failed_tests")
+	# The later -timeout and -run win over the ones in ARGS.
+	if KBROKER_REQUIRE_ZK=1 go test -race -count=1 "$@" -timeout 10m -run "^(${failed_tests})\$"; then
+		flaky+=("${KBROKER_TEST_AUTHZ:+authz mode: }$failed_tests")
 		return 0
 	fi
 	return 1
@@ -158,6 +177,7 @@ step "gofmt" check_gofmt
 step "go vet" go vet ./...
 step "unit tests (-race)" unit_tests
 step "integration tests (-race)" integration_tests
+step "groups, cluster, replication with the ACL authorizer (-race)" authz_integration_tests
 step "franz-go kgo suite" kgo_suite
 step "kverify short (safe, unsafe must lose writes, transactional)" kverify_short
 step "fuzz FuzzParseRequest" fuzz

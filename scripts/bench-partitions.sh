@@ -206,8 +206,24 @@ echo "  controller failover (kill -9 broker $ctl, the controller) until every pa
 wait_exit "${bpid[$ctl]}"
 r=$(kpb shrunk --brokers "$live" --topic many --partitions "$CLUSTER_N" --not-leader "$ctl" --since "$t0")
 echo "  ... and until broker $ctl left every ISR: $r"
-# The new controller's own account of its takeover (the phases after it won).
-grep -h 'msg="now controller"' "$work"/b*.log | tail -1 | sed 's/^/  /' || true
+# The new controller's own account: when it won (the rest of the failover
+# is ZooKeeper expiring the dead controller's session, 2/3 to 7/6 of
+# ZK_SESSION_MS after its last heartbeat) and how long each step of its
+# takeover took (its "now controller" line, logged once it is done).
+takeover=""
+for _ in $(seq 3000); do
+	for id in 1 2 3; do
+		[[ "$id" == "$ctl" ]] && continue
+		takeover=$(grep -h 'msg="now controller"' "$work/b$id.log" | grep -v 'controller_epoch=1 ' | tail -1) || true
+		[[ -n "$takeover" ]] && break 2
+	done
+	sleep 0.01
+done
+elected=$(grep -h 'msg="elected controller"' "$work"/b*.log | grep -v 'controller_epoch=1 ' | tail -1 | sed 's/^time=\([^ ]*\) .*/\1/')
+if [[ -n "$elected" ]]; then
+	echo "  new controller elected $(python3 -c "import sys,datetime; print(f'{datetime.datetime.fromisoformat(sys.argv[1].replace(\"Z\",\"+00:00\")).timestamp()-float(sys.argv[2]):.3f}')" "$elected" "$t0") s after the kill"
+fi
+echo "  ${takeover:-no takeover line from the new controller}"
 [[ "${RESTARTS:-1}" == 1 ]] || exit 0
 t0=$(now)
 start_broker "$ctl"

@@ -18,16 +18,25 @@ const topicReaders = 8
 // readMany answers ops on a new bulk read session (multiread.go) with the
 // server the Store's session uses.
 func (s *Store) readMany(ctx context.Context, ops []readOp) ([]znodeRead, error) {
-	server := s.conn.Server()
-	if server == "" {
-		return nil, errors.New("no ZooKeeper server connected")
-	}
-	b, err := dialBulkReader(ctx, server, s.sessionTimeout, "/")
+	b, err := s.openBulkReader(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer b.close()
 	return b.read(ctx, ops)
+}
+
+// openBulkReader opens a bulk read session with the server the Store's
+// session uses.
+func (s *Store) openBulkReader(ctx context.Context) (*bulkReader, error) {
+	server := s.conn.Server()
+	if s.bulkServer != "" {
+		server = s.bulkServer
+	}
+	if server == "" {
+		return nil, errors.New("no ZooKeeper server connected")
+	}
+	return dialBulkReader(ctx, server, s.sessionTimeout, "/")
 }
 
 // TopicRead is one topic as ReadTopics found it.
@@ -61,11 +70,7 @@ func (s *Store) readTopicsBulk(ctx context.Context, names []string) (map[string]
 	if len(names) == 0 {
 		return out, nil
 	}
-	server := s.conn.Server()
-	if server == "" {
-		return nil, errors.New("no ZooKeeper server connected")
-	}
-	b, err := dialBulkReader(ctx, server, s.sessionTimeout, "/")
+	b, err := s.openBulkReader(ctx)
 	if err != nil {
 		return nil, err
 	}

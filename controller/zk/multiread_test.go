@@ -1,9 +1,11 @@
 package zk
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -203,5 +205,107 @@ func TestReadTopicsBulkMatchesEach(t *testing.T) {
 	states, err := s.PartitionStates(ctx, "big")
 	if err != nil || !reflect.DeepEqual(states, each["big"].States) {
 		t.Fatalf("PartitionStates: %d states, %v", len(states), err)
+	}
+}
+
+// oldServer is a ZooKeeper server before 3.6 as a bulk read session sees
+// it: it grants the session and answers sync, and either refuses multiRead
+// (UNIMPLEMENTED) or drops the connection on it.
+func oldServer(t *testing.T, dropOnMultiRead bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				b := &bulkReader{conn: conn, r: bufio.NewReader(conn)}
+				if _, err := b.readFrame(); err != nil { // ConnectRequest
+					return
+				}
+				var e juteEncoder
+				e.int32(0)
+				e.int32(3000)
+				e.int64(1)
+				e.buffer(make([]byte, 16))
+				conn.Write(e.frame())
+				for {
+					frame, err := b.readFrame()
+					if err != nil {
+						return
+					}
+					d := juteDecoder{buf: frame}
+					xid, op := d.int32(), d.int32()
+					var r juteEncoder
+					r.int32(xid)
+					r.int64(5)
+					switch op {
+					case opSyncCode:
+						r.int32(0)
+						r.string("/")
+					case opMultiReadCode:
+						if dropOnMultiRead {
+							return
+						}
+						r.int32(-6) // UNIMPLEMENTED
+					default:
+						r.int32(0)
+					}
+					conn.Write(r.frame())
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Against a server that cannot multiRead, reads fall back to one getData
+// per znode on the Store's session and find the same.
+func TestBulkReadFallsBack(t *testing.T) {
+	zk := zktest.Start(t)
+	ctx := testCtx(t)
+	s := connect(t, zk.Addr())
+	won, cepoch, v, err := s.ElectController(ctx, 1)
+	if err != nil || !won {
+		t.Fatal(won, err)
+	}
+	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
+	nt := NewTopic{Name: "t", ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}, Configs: map[string]string{"retention.ms": "5"}}
+	for p := range int32(bulkReadMin + 10) {
+		nt.Assignment[p] = []int32{1, 2}
+		nt.States[p] = PartitionState{Leader: 2, ISR: []int32{2, 1}, ControllerEpoch: cepoch}
+	}
+	if err := s.CreateTopic(ctx, v, nt); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.ReadTopics(ctx, []string{"t", "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, drop := range []bool{false, true} {
+		s.bulkServer = oldServer(t, drop)
+		if _, err := s.readTopicsBulk(ctx, []string{"t"}); err == nil {
+			t.Fatalf("drop %v: a bulk read from a server without multiRead succeeded", drop)
+		} else if !drop && !strings.Contains(err.Error(), "error code -6") {
+			t.Fatalf("refused multiRead: %v", err)
+		}
+		got, err := s.ReadTopics(ctx, []string{"t", "gone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got["t"], want["t"]) || len(got["t"].States) != bulkReadMin+10 || !errors.Is(got["gone"].Err, ErrTopicNotFound) {
+			t.Fatalf("drop %v: fallback read %d states, gone: %v", drop, len(got["t"].States), got["gone"].Err)
+		}
+		states, err := s.PartitionStates(ctx, "t")
+		if err != nil || !reflect.DeepEqual(states, want["t"].States) {
+			t.Fatalf("drop %v: PartitionStates fell back to %d states, %v", drop, len(states), err)
+		}
 	}
 }

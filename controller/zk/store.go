@@ -50,6 +50,9 @@ type Store struct {
 	logger  *slog.Logger
 	// sessionTimeout is the session's; bulk read sessions ask the same.
 	sessionTimeout time.Duration
+	// bulkServer, when set, is where bulk read sessions go instead of the
+	// session's server (tests: a server that cannot multiRead).
+	bulkServer string
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -126,6 +126,7 @@ type Config struct {
 
 	OffsetsTopicNumPartitions     int32         // offsets.topic.num.partitions (default 50)
 	OffsetsTopicReplicationFactor int16         // offsets.topic.replication.factor (default 3, capped by live brokers)
+	OffsetsTopicSegmentBytes      int64         // offsets.topic.segment.bytes (default 100 MiB)
 	OffsetsRetention              time.Duration // offsets.retention.minutes (default 7 days)
 	GroupInitialRebalanceDelay    time.Duration // group.initial.rebalance.delay.ms (default 3s)
 	GroupMinSessionTimeout        time.Duration // group.min.session.timeout.ms (default 6s)

@@ -82,6 +82,7 @@ func Default() Config {
 
 		OffsetsTopicNumPartitions:      50,
 		OffsetsTopicReplicationFactor:  3,
+		OffsetsTopicSegmentBytes:       100 << 20,
 		OffsetsRetention:               7 * 24 * time.Hour,
 		GroupInitialRebalanceDelay:     3 * time.Second,
 		GroupMinSessionTimeout:         6 * time.Second,
@@ -511,6 +512,7 @@ func properties() []prop {
 
 		int32Prop("offsets.topic.num.partitions", "partitions of __consumer_offsets", 1, math.MaxInt32, func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }),
 		int16Prop("offsets.topic.replication.factor", "replication factor of __consumer_offsets (capped by live brokers)", 1, func(c *Config) *int16 { return &c.OffsetsTopicReplicationFactor }),
+		int64Prop("offsets.topic.segment.bytes", "segment size of __consumer_offsets (set when the topic is created)", 1, math.MaxInt32, func(c *Config) *int64 { return &c.OffsetsTopicSegmentBytes }),
 		durationProp("offsets.retention.minutes", "how long committed offsets of empty groups are kept", time.Minute, 1, false, func(c *Config) *time.Duration { return &c.OffsetsRetention }),
 		durationProp("group.initial.rebalance.delay.ms", "wait for more members before the first rebalance", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }),
 		durationProp("group.min.session.timeout.ms", "smallest session timeout a member may ask for", time.Millisecond, 0, false, func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }),

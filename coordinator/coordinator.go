@@ -41,11 +41,13 @@ type Config struct {
 	MinSessionTimeout     time.Duration // group.min.session.timeout.ms
 	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	MaxRecordBytes        int32         // message.max.bytes: bound on one stored record batch
-	// SnapshotBytes bounds __consumer_offsets without log compaction: once
-	// more than max(SnapshotBytes, size of the last snapshot) bytes were
-	// appended to a partition since its last snapshot, the coordinator
-	// rewrites the partition's live state and moves the log start past
-	// everything older (snapshot.go). 0 means 64 MiB; negative disables.
+	// SnapshotBytes bounds __consumer_offsets when the log cleaner does
+	// not (the broker passes -1 with log.cleaner.enable, where the topic
+	// is an ordinary compacted topic): once more than max(SnapshotBytes,
+	// size of the last snapshot) bytes were appended to a partition since
+	// its last snapshot, the coordinator rewrites the partition's live
+	// state and moves the log start past everything older (snapshot.go).
+	// 0 means 64 MiB; negative disables.
 	SnapshotBytes int64
 
 	// Consumer (KIP-848) groups.

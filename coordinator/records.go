@@ -23,10 +23,14 @@ package coordinator
 // original position, not the rewrite's (see load.go). Kafka ignores
 // record headers in this topic.
 //
-// COMPACTION: the segment layer does not compact. Instead the coordinator
-// bounds each partition with snapshots of its live state followed by a
-// log-start move (snapshot.go), so load replays at most about twice the live
-// state plus Config.SnapshotBytes.
+// COMPACTION: every record's key names what its value replaces (the
+// newest record per key is the state; a nil value deletes), so the log
+// cleaner bounds each partition as Kafka's does, and a load of a cleaned
+// partition rebuilds what a load of the whole log would
+// (TestCompactedOffsetsLoadAsUncleaned). With the cleaner off the
+// coordinator bounds it itself with snapshots of its live state followed by
+// a log-start move (snapshot.go), so load replays at most about twice the
+// live state plus Config.SnapshotBytes.
 
 import (
 	"encoding/binary"

@@ -3,8 +3,11 @@ package coordinator
 // Keeping __consumer_offsets bounded without log compaction: snapshots.
 //
 // Kafka compacts __consumer_offsets (cleanup.policy=compact) so that only the
-// newest record per key survives. The segment layer here does not compact,
-// so the coordinator bounds each partition itself: when more than
+// newest record per key survives, and so does kbroker's log cleaner when it
+// runs (log.cleaner.enable, the default: the broker then turns snapshots
+// off). With the cleaner off the coordinator bounds each partition itself
+// (data directories written before the cleaner existed hold such
+// snapshots, which load as ordinary records): when more than
 // max(Config.SnapshotBytes, size of the previous snapshot) bytes were
 // appended since the last snapshot, it appends a SNAPSHOT of the partition's
 // durable state (for every group: its newest group metadata record, and one

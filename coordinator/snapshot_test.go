@@ -120,19 +120,14 @@ func restartedDumps(t *testing.T, cfg Config, log *memLog) (truncated, full map[
 	return dumpGroups(c1), dumpGroups(c2)
 }
 
-func TestSnapshotBoundsLogAndRestores(t *testing.T) {
-	cfg := testConfig()
-	cfg.SnapshotBytes = 4096
-	log := newMemLog()
-	c := New(cfg, log, quietLogger())
-	for p := int32(0); p < cfg.NumPartitions; p++ {
-		if err := c.BecomeLeader(context.Background(), p); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// A consumer group with members and metadata, a group whose offsets are
-	// partly deleted, and a deleted group (tombstones must not come back).
+// groupHistory writes the history both the snapshot and the compaction
+// tests replay: a consumer group with members and metadata committing 200
+// times, simple groups committing 200 rounds, a group whose offsets are
+// partly deleted (g1's t/1), and a deleted group ("doomed", whose
+// tombstones must not let it come back). It returns the simple groups,
+// "doomed" last.
+func groupHistory(t *testing.T, c *Coordinator) []string {
+	t.Helper()
 	joins, _ := stableGroup(t, c, "consumers", 2, 10*time.Second, "t")
 	var member string
 	var gen int32
@@ -163,6 +158,21 @@ func TestSnapshotBoundsLogAndRestores(t *testing.T) {
 	if r := c.OffsetDelete(ctxT(t), del); r.ErrorCode != 0 {
 		t.Fatalf("offset delete: %d", r.ErrorCode)
 	}
+	return simple
+}
+
+func TestSnapshotBoundsLogAndRestores(t *testing.T) {
+	cfg := testConfig()
+	cfg.SnapshotBytes = 4096
+	log := newMemLog()
+	c := New(cfg, log, quietLogger())
+	for p := int32(0); p < cfg.NumPartitions; p++ {
+		if err := c.BecomeLeader(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	simple := groupHistory(t, c)
 	// More traffic, so that snapshots run after the deletions.
 	for round := int64(200); round < 260; round++ {
 		for _, g := range simple[:len(simple)-1] {

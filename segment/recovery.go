@@ -388,7 +388,11 @@ func (l *Log) scanDir() ([]int64, error) {
 	slices.Sort(l.snapshots)
 	kept := bases[:0]
 	for i, b := range bases {
-		if i < len(bases)-1 {
+		// The first segment stays even when empty (the cleaner empties
+		// one whose records were all superseded): its base is the log
+		// start when no checkpoint says otherwise, and cleaning must not
+		// move the log start (Kafka: only retention and DeleteRecords do).
+		if i > 0 && i < len(bases)-1 {
 			if st, err := os.Stat(segmentPath(l.dir, b, logSuffix)); err == nil && st.Size() == 0 {
 				l.logger.Info("removing empty segment", "base_offset", b)
 				if err := removeSegmentFiles(l.dir, b); err != nil {

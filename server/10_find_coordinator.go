@@ -122,7 +122,8 @@ func (b *Broker) findCoordinator(keyType int8, key string) (controller.BrokerInf
 // ensureOffsetsTopic creates __consumer_offsets on first use, as Kafka does.
 func (b *Broker) ensureOffsetsTopic() error {
 	return b.ensureInternalTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicReplicationFactor, 0,
-		map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
+		map[string]string{"cleanup.policy": "compact",
+			"segment.bytes": strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10)})
 }
 
 // ensureTxnTopic creates __transaction_state on first use, as Kafka does.

@@ -257,6 +257,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		MinSessionTimeout:     b.cfg.GroupMinSessionTimeout,
 		MaxSessionTimeout:     b.cfg.GroupMaxSessionTimeout,
 		MaxRecordBytes:        b.cfg.MessageMaxBytes,
+		SnapshotBytes:         coordinatorSnapshotBytes(b.cfg.LogCleanerEnable),
 
 		ConsumerSessionTimeout:    b.cfg.GroupConsumerSessionTimeout,
 		ConsumerHeartbeatInterval: b.cfg.GroupConsumerHeartbeatInterval,

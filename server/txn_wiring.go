@@ -19,6 +19,7 @@ func (b *Broker) newTxnCoordinator() *txn.Coordinator {
 		IDExpiration:   b.cfg.TransactionalIDExpiration,
 		AbortInterval:  b.cfg.TransactionAbortTimedOutInterval,
 		ExpireInterval: b.cfg.TransactionRemoveExpiredIDsInterval,
+		SnapshotBytes:  coordinatorSnapshotBytes(b.cfg.LogCleanerEnable),
 	}, &internalLog{b: b, topic: txn.TopicName}, b.txnMarkers, b.controller.AllocateProducerID,
 		b.logger.With("component", "transactions"))
 }
@@ -38,4 +39,19 @@ func txnErrorCode(err error, version, fencedSince int16) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	}
 	return protocol.ErrorCode(err)
+}
+
+// coordinatorSnapshotBytes is the coordinators' snapshot threshold for
+// __consumer_offsets and __transaction_state (coordinator.Config and
+// txn.Config SnapshotBytes). Both topics are cleanup.policy=compact, so
+// with the log cleaner on they are ordinary compacted topics, as in Kafka:
+// the cleaner keeps each key's newest record and nothing rewrites them
+// (-1: no snapshots). With log.cleaner.enable=false nothing would bound
+// them, so the coordinators fall back to rewriting their live state and
+// moving the log start past the older records (0: the default threshold).
+func coordinatorSnapshotBytes(cleanerEnabled bool) int64 {
+	if cleanerEnabled {
+		return -1
+	}
+	return 0
 }

@@ -53,8 +53,8 @@ type Config struct {
 	// WriteTimeout bounds one acks=all write to __transaction_state
 	// (Kafka uses request.timeout.ms, 30 s).
 	WriteTimeout time.Duration
-	// SnapshotBytes bounds __transaction_state without log compaction:
-	// once more than max(SnapshotBytes, size of the last snapshot) bytes
+	// SnapshotBytes bounds __transaction_state when the log cleaner does
+	// not (the broker passes -1 with log.cleaner.enable): once more than max(SnapshotBytes, size of the last snapshot) bytes
 	// were written to a partition since its last snapshot, the
 	// coordinator writes the live state of every id again and moves the
 	// log start past everything older (snapshot.go). 0 means 16 MiB;

@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// Snapshots bound __transaction_state while kbroker has no log cleaner
-// (Kafka compacts the topic instead). Every id's record is the whole of its
+// Snapshots bound __transaction_state when the log cleaner is off (with
+// log.cleaner.enable, the default, the broker turns them off and the
+// cleaner compacts the topic, as Kafka's does). Every id's record is the whole of its
 // state, so the live state of a partition is its last record per id: a
 // snapshot writes those again, in batches, and then moves the log start to
 // the first of them. A load then replays the snapshot and what followed.

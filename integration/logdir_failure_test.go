@@ -118,19 +118,23 @@ func mountTmpfsOrSkip(t *testing.T, size string) string {
 	return dir
 }
 
-// checkLogDirFailure runs the scenario with broker 2's log dirs disks:
-// fail breaks disks[1] under load, repair mends it before the restart.
-func checkLogDirFailure(t *testing.T, disks []string, fail, repair func(t *testing.T, dir string)) {
+// logDirPlanCluster starts the 3-broker cluster of the log dir failure
+// tests, broker 2 with the log dirs disks, and creates the topic of
+// logDirFailurePlan with broker 2's replicas in the dirs of the plan. It
+// returns the cluster, the topic, its partition count and each
+// partition's state.
+func logDirPlanCluster(t *testing.T, disks []string) (c *testCluster, topic string, partitions int32, before map[int32]zkPartState) {
+	t.Helper()
 	const victim = int32(2)
-	c := startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 10 * time.Second, perBroker: func(id int) []string {
+	c = startCluster(t, clusterOpts{brokers: 3, replicated: true, lag: 10 * time.Second, perBroker: func(id int) []string {
 		if int32(id) == victim {
 			return []string{"log.dirs=" + strings.Join(disks, ",")}
 		}
 		return nil
 	}})
 	ctx := testContext(t, 4*time.Minute)
-	const topic = "dir-failure"
-	partitions := int32(len(logDirFailurePlan))
+	topic = "dir-failure"
+	partitions = int32(len(logDirFailurePlan))
 	cl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()))
 	creq := kmsg.NewPtrCreateTopicsRequest()
 	creq.TimeoutMillis = 30000
@@ -211,11 +215,21 @@ func checkLogDirFailure(t *testing.T, disks []string, fail, repair func(t *testi
 	if got := partitionHomes(t, disks, topic, int(partitions)); !mapsEqual(got, want) {
 		t.Fatalf("broker %d's dirs %v, want %v", victim, got, want)
 	}
-	before := map[int32]zkPartState{}
+	before = map[int32]zkPartState{}
 	for p := range partitions {
 		before[p] = c.mustPartState(topic, p)
 	}
 
+	return c, topic, partitions, before
+}
+
+// checkLogDirFailure runs the scenario with broker 2's log dirs disks:
+// fail breaks disks[1] under load, repair mends it before the restart.
+func checkLogDirFailure(t *testing.T, disks []string, fail, repair func(t *testing.T, dir string)) {
+	const victim = int32(2)
+	c, topic, partitions, before := logDirPlanCluster(t, disks)
+	ctx := testContext(t, 4*time.Minute)
+	adm := c.admin()
 	// Idempotent acks=all load over every partition, through the failure.
 	load := startKgoLoad(c.client(kgo.RequiredAcks(kgo.AllISRAcks())), topic, "dirfail", -1, 3*time.Millisecond)
 	load.waitAcked(t, 300, 30*time.Second)
@@ -265,25 +279,7 @@ func checkLogDirFailure(t *testing.T, disks []string, fail, repair func(t *testi
 
 	// Every broker's Metadata lists broker 2's replicas of the failed dir,
 	// and only those, as offline.
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		for _, id := range c.running() {
-			m, err := c.metadataFrom(id, 2*time.Second)
-			if err != nil {
-				return err
-			}
-			got := offlineReplicasOf(m, topic)
-			for p := range partitions {
-				var w []int32
-				if offline(p) {
-					w = []int32{victim}
-				}
-				if !slices.Equal(got[p], w) {
-					return fmt.Errorf("broker %d's Metadata: %s-%d offline replicas %v, want %v", id, topic, p, got[p], w)
-				}
-			}
-		}
-		return nil
-	})
+	waitOfflineListed(t, c, topic, partitions, victim, offline)
 
 	// Broker 2 is up, answers KAFKA_STORAGE_ERROR for its offline
 	// replicas and serves the partition it still leads.
@@ -368,6 +364,32 @@ func checkLogDirFailure(t *testing.T, disks []string, fail, repair func(t *testi
 	}
 }
 
+// waitOfflineListed waits until every running broker's Metadata lists
+// victim's replicas of topic's partitions for which offline holds, and
+// only those, as offline.
+func waitOfflineListed(t *testing.T, c *testCluster, topic string, partitions, victim int32, offline func(int32) bool) {
+	t.Helper()
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		for _, id := range c.running() {
+			m, err := c.metadataFrom(id, 2*time.Second)
+			if err != nil {
+				return err
+			}
+			got := offlineReplicasOf(m, topic)
+			for p := range partitions {
+				var w []int32
+				if offline(p) {
+					w = []int32{victim}
+				}
+				if !slices.Equal(got[p], w) {
+					return fmt.Errorf("broker %d's Metadata: %s-%d offline replicas %v, want %v", id, topic, p, got[p], w)
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // offlineReplicasOf returns a Metadata response's offline replicas of each
 // partition of topic.
 func offlineReplicasOf(m *kmsg.MetadataResponse, topic string) map[int32][]int32 {
@@ -383,4 +405,91 @@ func offlineReplicasOf(m *kmsg.MetadataResponse, topic string) map[int32][]int32
 		}
 	}
 	return out
+}
+
+// A log dir that cannot be read when the broker starts (broker 2 stopped,
+// its second dir replaced by a file, as a disk missing at boot whose
+// mount point holds something else) takes only its replicas offline, as
+// Kafka's LogManager: broker 2 starts and registers, its replicas in the
+// other dir rejoin their ISRs, those of the missing dir are listed
+// offline in Metadata and answer KAFKA_STORAGE_ERROR (they are not
+// created empty elsewhere), DescribeLogDirs reports the dir's error, the
+// acks=all load goes on with nothing acknowledged lost; with the dir back
+// and a restart, every replica rejoins its ISR.
+func TestLogDirUnusableAtStart(t *testing.T) {
+	const victim = int32(2)
+	root := t.TempDir()
+	disks := []string{filepath.Join(root, "b2-disk1"), filepath.Join(root, "b2-disk2")}
+	c, topic, partitions, _ := logDirPlanCluster(t, disks)
+	ctx := testContext(t, 4*time.Minute)
+	adm := c.admin()
+	load := startKgoLoad(c.client(kgo.RequiredAcks(kgo.AllISRAcks())), topic, "dirgone", -1, 3*time.Millisecond)
+	load.waitAcked(t, 300, 30*time.Second)
+
+	c.broker(victim).Stop()
+	missing := disks[1]
+	if err := os.Rename(missing, missing+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(missing, []byte("not a log dir"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.broker(victim).Restart()
+
+	offline := func(p int32) bool { return logDirFailurePlan[p].disk == 1 }
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for p := range partitions {
+			s, err := c.partState(topic, p)
+			if err != nil {
+				return err
+			}
+			in := slices.Contains(s.ISR, victim)
+			if offline(p) && (s.Leader == victim || in) {
+				return fmt.Errorf("%s-%d (dir missing): %s", topic, p, s)
+			}
+			if !offline(p) && !in {
+				return fmt.Errorf("%s-%d (dir present): %s, broker %d not back in the ISR", topic, p, s, victim)
+			}
+		}
+		return nil
+	})
+	waitOfflineListed(t, c, topic, partitions, victim, offline)
+	if !c.broker(victim).Running() || !c.brokerRegistered(victim) {
+		t.Fatalf("broker %d is %s (registered: %v)", victim, c.broker(victim).exitState(), c.brokerRegistered(victim))
+	}
+	if code, err := c.rawProduce(victim, topic, 1, -1, 10*time.Second); err != nil || code != kerr.KafkaStorageError.Code {
+		t.Errorf("produce to broker %d's %s-1 (dir missing): %s, %v; want KAFKA_STORAGE_ERROR", victim, topic, errName(code), err)
+	}
+	d, err := adm.DescribeBrokerLogDirs(ctx, victim, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dd, ok := d[missing]; !ok || !errors.Is(dd.Err, kerr.KafkaStorageError) {
+		t.Errorf("DescribeLogDirs of %s: %+v, want KAFKA_STORAGE_ERROR", missing, dd)
+	}
+	if dd, ok := d[disks[0]]; !ok || dd.Err != nil || len(dd.Topics[topic]) != 3 {
+		t.Errorf("DescribeLogDirs of %s: %+v, want its 3 partitions", disks[0], dd)
+	}
+	if !logContains(c.broker(victim), "failed to create or read log dir") {
+		t.Errorf("broker %d's log (%s) does not say that %s is unusable", victim, c.broker(victim).LogPath(), missing)
+	}
+	if fi, err := os.Stat(missing); err != nil || fi.IsDir() {
+		t.Errorf("%s was replaced: %v", missing, err)
+	}
+
+	load.waitAcked(t, 300, 30*time.Second)
+	load.stop(t)
+	acked, failed := load.log.snapshot()
+	checkReadBack(t, c.readTopic(topic, 60*time.Second), acked)
+	t.Logf("%d records acknowledged, %d failed, all acknowledged ones read back", len(acked), len(failed))
+
+	// The disk back: after a restart every replica is in sync again.
+	if err := os.Remove(missing); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(missing+".away", missing); err != nil {
+		t.Fatal(err)
+	}
+	c.broker(victim).Restart()
+	c.waitSettled(60*time.Second, topic, partitions, 3)
 }

@@ -63,15 +63,20 @@ type LogDirFailure struct {
 // dirFailures is Kafka's LogDirFailureChannel: the offline log dirs, each
 // queued once for the failure handler.
 type dirFailures struct {
-	// mu guards offline; a leaf lock.
+	// mu guards offline and refused; a leaf lock.
 	mu      sync.Mutex
 	offline map[string]error
 	// queue holds the dirs not handled yet; it has room for every dir.
 	queue chan string
+	// refused are the replicas refused since the failure handler last
+	// told of them (refuseUnlistedLocked); refusedWake (capacity 1)
+	// wakes the handler.
+	refused     []TopicPartition
+	refusedWake chan struct{}
 }
 
 func newDirFailures(dirs int) *dirFailures {
-	return &dirFailures{offline: map[string]error{}, queue: make(chan string, dirs)}
+	return &dirFailures{offline: map[string]error{}, queue: make(chan string, dirs), refusedWake: make(chan struct{}, 1)}
 }
 
 // add marks dir offline with err; it reports false when it already was.
@@ -148,7 +153,8 @@ func (m *Manager) logDirFailed(dir string, err error) {
 }
 
 // RunLogDirFailureHandler takes every reported dir offline
-// (handleLogDirFailure), until ctx ends.
+// (handleLogDirFailure), and tells of replicas refused because a dir was
+// offline since the start (refuseUnlistedLocked), until ctx ends.
 func (m *Manager) RunLogDirFailureHandler(ctx context.Context) {
 	for {
 		select {
@@ -156,8 +162,54 @@ func (m *Manager) RunLogDirFailureHandler(ctx context.Context) {
 			return
 		case dir := <-m.failures.queue:
 			m.handleLogDirFailure(dir)
+		case <-m.failures.refusedWake:
+			m.tellRefused()
 		}
 	}
+}
+
+// refuseUnlistedLocked answers the open of tp, a replica no online log
+// dir holds, while a dir offline since the start was never listed
+// (m.mu held): its log may be there, so it is not created empty in
+// another dir (Kafka's getOrCreateLog refuses a replica that is not new
+// while a dir is offline, KAFKA_STORAGE_ERROR). It is taken to be in the
+// first such dir, offline until the broker restarts, and the failure
+// handler tells Config.OnLogDirFailure so that the controller moves its
+// leadership and takes it out of its ISR. Unlike Kafka, which knows a
+// replica the controller has just created (isNew), a new partition's
+// replica here is refused too until the dir is back.
+func (m *Manager) refuseUnlistedLocked(tp TopicPartition, topicID [16]byte) error {
+	dir := m.unscanned[0]
+	m.location[tp] = dir
+	m.offlineReplicas[tp] = topicID
+	m.failures.mu.Lock()
+	m.failures.refused = append(m.failures.refused, tp)
+	m.failures.mu.Unlock()
+	select {
+	case m.failures.refusedWake <- struct{}{}:
+	default:
+	}
+	m.logger.Warn("replica not found in the online log dirs while a log dir is offline since the start: not created, offline",
+		"partition", tp.String(), "offline_log_dir", dir)
+	return offlineReplicaError(tp, dir, m.failures.err(dir))
+}
+
+// tellRefused tells Config.OnLogDirFailure of the replicas refused since
+// the last call.
+func (m *Manager) tellRefused() {
+	m.failures.mu.Lock()
+	refused := m.failures.refused
+	m.failures.refused = nil
+	m.failures.mu.Unlock()
+	if len(refused) == 0 || m.cfg.OnLogDirFailure == nil {
+		return
+	}
+	slices.SortFunc(refused, compareTopicPartitions)
+	dir := m.unscanned[0]
+	f := LogDirFailure{Dir: dir, Err: m.failures.err(dir), Partitions: refused}
+	f.OfflineDirs, f.OfflineReplicas = m.OfflineLogDirs(), m.OfflineReplicas()
+	f.AllOffline = len(f.OfflineDirs) == len(m.dirs)
+	m.cfg.OnLogDirFailure(f)
 }
 
 // handleLogDirFailure stops serving every replica in dir, which failed:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -245,5 +247,114 @@ func TestAppendFailureTakesItsDirOffline(t *testing.T) {
 	}
 	if err := m.OfflineError(victim.tp); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("OfflineError %v", err)
+	}
+}
+
+// A log dir that cannot be read at start (here a file where the dir
+// should be, as when a disk is missing and its mount point replaced)
+// takes only itself offline, as Kafka's LogManager: the broker opens with
+// the other dir, whose partitions serve with their data; a replica no
+// online dir holds is refused with KAFKA_STORAGE_ERROR (its log may be in
+// the dir that is gone, so it must not start empty) and reported offline;
+// once the dir is back, every partition serves its data again. No usable
+// dir at all fails the open.
+func TestLogDirUnusableAtStart(t *testing.T) {
+	dirs := twoDirs(t)
+	m := openDirs(t, dirs)
+	inDir := map[string][]TopicPartition{}
+	for i := range int32(4) {
+		tp := TopicPartition{"t", i}
+		p := lead(t, m, tp)
+		appendValues(t, p, fmt.Sprint("v", i))
+		inDir[logDirOf(p)] = append(inDir[logDirOf(p)], tp)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gone, healthy := dirs[1], dirs[0]
+	if len(inDir[gone]) != 2 {
+		t.Fatalf("partitions per dir: %v", inDir)
+	}
+	if err := os.Rename(gone, gone+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gone, []byte("not a dir"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := &failureRecorder{}
+	m = openDirs(t, dirs, func(c *Config) { c.OnLogDirFailure = rec.record })
+	if got := m.OfflineLogDirs(); !slices.Equal(got, []string{gone}) {
+		t.Fatalf("offline dirs %v, want %v", got, []string{gone})
+	}
+	for _, tp := range inDir[healthy] {
+		p := lead(t, m, tp)
+		if v := readValues(t, p); !slices.Equal(v, []string{fmt.Sprint("v", tp.Partition)}) {
+			t.Errorf("%s reads %v", tp, v)
+		}
+	}
+	refused := append(slices.Clone(inDir[gone]), TopicPartition{"new", 0}, TopicPartition{"new", 1})
+	// As a view applies them: opened together (OpenAll), then made leader.
+	var reqs []OpenRequest
+	for _, tp := range append(slices.Clone(inDir[healthy]), refused...) {
+		reqs = append(reqs, OpenRequest{TopicPartition: tp, TopicID: [16]byte{7}, Config: testConfig()})
+	}
+	for i, err := range m.OpenAll(context.Background(), reqs) {
+		if refusedOne := slices.Contains(refused, reqs[i].TopicPartition); refusedOne != errors.Is(err, kerr.KafkaStorageError) {
+			t.Errorf("OpenAll of %s: %v", reqs[i].TopicPartition, err)
+		}
+	}
+	for _, tp := range refused {
+		if _, err := m.MakeLeader(tp, [16]byte{7}, 1, 0, []int32{1}, testConfig()); !errors.Is(err, kerr.KafkaStorageError) {
+			t.Errorf("%s: made leader with its dir offline since the start: %v", tp, err)
+		}
+		if _, err := m.MakeFollower(tp, [16]byte{7}, 2, 1, "127.0.0.1:1", testConfig()); !errors.Is(err, kerr.KafkaStorageError) {
+			t.Errorf("%s: made follower: %v", tp, err)
+		}
+		if err := m.OfflineError(tp); !errors.Is(err, kerr.KafkaStorageError) {
+			t.Errorf("%s: OfflineError %v", tp, err)
+		}
+	}
+	handleQueued(m) // the dir itself: nothing of it was listed
+	m.tellRefused()
+	slices.SortFunc(refused, compareTopicPartitions)
+	got := rec.all()
+	if len(got) != 2 || len(got[0].Partitions) != 0 || !slices.Equal(got[1].Partitions, refused) ||
+		!slices.Equal(got[1].OfflineReplicas, refused) || !slices.Equal(got[1].OfflineDirs, []string{gone}) || got[1].AllOffline {
+		t.Fatalf("OnLogDirFailure told %+v, want the dir, then %v", got, refused)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The dir back: everything serves its data.
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(gone+".away", gone); err != nil {
+		t.Fatal(err)
+	}
+	m = openDirs(t, dirs)
+	for i := range int32(4) {
+		p := lead(t, m, TopicPartition{"t", i})
+		if v := readValues(t, p); !slices.Equal(v, []string{fmt.Sprint("v", i)}) {
+			t.Errorf("t-%d reads %v after its dir came back", i, v)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// No dir usable: the open fails.
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(d, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(Config{LogDirs: dirs, BrokerID: 1}, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+		t.Fatal("opened with no usable log dir")
 	}
 }

@@ -225,6 +225,9 @@ func readMetaProperties(dir string) (mp metaProperties, ok bool, err error) {
 // over there). Unchanged files are not rewritten.
 func (m *Manager) WriteMetaProperties(clusterID string) error {
 	for _, dir := range m.dirs {
+		if !m.dirUsable(dir) {
+			continue
+		}
 		path := filepath.Join(dir, metaPropertiesFile)
 		mp, ok, err := readMetaProperties(dir)
 		if err != nil && m.cfg.EnforceBrokerID {
@@ -256,6 +259,9 @@ func (m *Manager) readDirCheckpoints(name string) (map[TopicPartition]int64, err
 	var errs []error
 	fromHome := map[TopicPartition]bool{}
 	for _, dir := range m.dirs {
+		if !m.dirUsable(dir) {
+			continue
+		}
 		offsets, err := readPartitionOffsets(filepath.Join(dir, name))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", dir, err))

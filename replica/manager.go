@@ -153,6 +153,9 @@ type Manager struct {
 	// offlineReplicas are the replicas in offline log dirs, with their
 	// topic ids: never opened again by this run (logdir_failure.go).
 	offlineReplicas map[TopicPartition][16]byte
+	// unscanned are the log dirs offline since the start, whose
+	// partition logs were never listed (failAtStart); set by Open only.
+	unscanned []string
 	// failures are the offline log dirs (its own lock).
 	failures *dirFailures
 }
@@ -197,7 +200,8 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 	m.moveCtx, m.stopMoves = context.WithCancel(context.Background())
 	for _, dir := range dirs {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
+			m.failAtStart(dir, fmt.Errorf("create log dir %s: %w", dir, err))
+			continue
 		}
 		if cfg.EnforceBrokerID {
 			// Before anything in any dir is changed: another broker's
@@ -205,6 +209,10 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 			// marker) to this one.
 			mp, ok, err := readMetaProperties(dir)
 			if err != nil {
+				if isLogDirFailure(err) {
+					m.failAtStart(dir, err)
+					continue
+				}
 				return nil, err
 			}
 			if ok {
@@ -216,41 +224,27 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 	}
 	futures := map[TopicPartition][]string{}
 	for _, dir := range dirs {
-		marker := filepath.Join(dir, cleanShutdownFile)
-		_, err := os.Stat(marker)
-		m.cleanDirs[dir] = err == nil
-		if err == nil {
-			if err := os.Remove(marker); err != nil {
-				return nil, fmt.Errorf("remove clean shutdown marker of %s: %w", dir, err)
+		if !m.dirUsable(dir) {
+			continue
+		}
+		found, err := m.loadDir(dir)
+		if err != nil {
+			if isLogDirFailure(err) {
+				m.failAtStart(dir, err)
+				continue
 			}
-		}
-		removed, err := segment.RemoveDeleted(dir)
-		if len(removed) > 0 {
-			logger.Info("removed log directories a deletion left", "log_dir", dir, "dirs", removed)
-		}
-		if err != nil {
-			logger.Warn("removing log directories a deletion left failed", "log_dir", dir, "err", err)
-		}
-		stored, err := scanStored(dir)
-		if err != nil {
-			return nil, err
-		}
-		for tp, id := range stored {
-			if other, dup := m.location[tp]; dup {
-				return nil, fmt.Errorf("duplicate log directories for %s are found in both %s and %s: "+
-					"recover by deleting the one in the log dir known to have failed recently",
-					tp, filepath.Join(other, tp.String()), filepath.Join(dir, tp.String()))
-			}
-			m.stored[tp] = id
-			m.location[tp] = dir
-		}
-		found, err := scanFutures(dir)
-		if err != nil {
 			return nil, err
 		}
 		for tp, path := range found {
 			futures[tp] = append(futures[tp], path)
 		}
+	}
+	if len(m.unscanned) == len(dirs) {
+		var errs []error
+		for _, dir := range dirs {
+			errs = append(errs, m.dirError(dir))
+		}
+		return nil, fmt.Errorf("none of the log dirs can be created or read: %w", errors.Join(errs...))
 	}
 	if err := m.settleFutures(futures); err != nil {
 		return nil, err
@@ -261,6 +255,59 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 	}
 	m.fetchers = newFetcherManager(m)
 	return m, nil
+}
+
+// loadDir takes dir's clean-shutdown marker, removes what deletions left
+// and lists its partition logs (into m.stored and m.location) and its
+// future logs (returned). An error leaves m as it was.
+func (m *Manager) loadDir(dir string) (futures map[TopicPartition]string, err error) {
+	marker := filepath.Join(dir, cleanShutdownFile)
+	_, err = os.Stat(marker)
+	clean := err == nil
+	if clean {
+		if err := os.Remove(marker); err != nil {
+			return nil, fmt.Errorf("remove clean shutdown marker of %s: %w", dir, err)
+		}
+	}
+	removed, err := segment.RemoveDeleted(dir)
+	if len(removed) > 0 {
+		m.logger.Info("removed log directories a deletion left", "log_dir", dir, "dirs", removed)
+	}
+	if err != nil {
+		m.logger.Warn("removing log directories a deletion left failed", "log_dir", dir, "err", err)
+	}
+	stored, err := scanStored(dir)
+	if err != nil {
+		return nil, err
+	}
+	for tp := range stored {
+		if other, dup := m.location[tp]; dup {
+			return nil, fmt.Errorf("duplicate log directories for %s are found in both %s and %s: "+
+				"recover by deleting the one in the log dir known to have failed recently",
+				tp, filepath.Join(other, tp.String()), filepath.Join(dir, tp.String()))
+		}
+	}
+	if futures, err = scanFutures(dir); err != nil {
+		return nil, err
+	}
+	m.cleanDirs[dir] = clean
+	for tp, id := range stored {
+		m.stored[tp] = id
+		m.location[tp] = dir
+	}
+	return futures, nil
+}
+
+// failAtStart takes dir offline before anything of it was read, as
+// Kafka's LogManager does with a dir it cannot create or validate: the
+// broker starts with the others. Which replicas were in dir is unknown
+// until it is back, so no log missing from the online dirs is created
+// meanwhile (beginOpenLocked): such a replica answers KAFKA_STORAGE_ERROR
+// rather than start empty where its data may be.
+func (m *Manager) failAtStart(dir string, err error) {
+	m.unscanned = append(m.unscanned, dir)
+	m.failures.add(dir, err)
+	m.logger.Error("failed to create or read log dir: it is offline, the broker starts with the others", "log_dir", dir, "err", err)
 }
 
 // PartitionDir is where a partition's log lives, Kafka's <topic>-<partition>

@@ -139,6 +139,9 @@ func (m *Manager) beginOpenLocked(tp TopicPartition, topicID [16]byte) (*openJob
 		return nil, err
 	}
 	home, ok := m.location[tp]
+	if !ok && len(m.unscanned) > 0 {
+		return nil, m.refuseUnlistedLocked(tp, topicID)
+	}
 	if !ok {
 		var err error
 		if home, err = m.placeLocked(tp); err != nil {
@@ -328,8 +331,8 @@ func (m *Manager) OpenAll(ctx context.Context, reqs []OpenRequest) []error {
 
 // openQueues groups the indexes of reqs not open yet by the log dir each
 // log is in. A new log is placed here, as its open would (placeLocked),
-// so it is created by its own dir's workers; when no dir is usable it is
-// left to its open to fail.
+// so it is created by its own dir's workers; when no dir is usable, or
+// one is offline since the start, it is left to its open to fail.
 func (m *Manager) openQueues(reqs []OpenRequest) map[string][]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -346,7 +349,10 @@ func (m *Manager) openQueues(reqs []OpenRequest) map[string][]int {
 			continue
 		}
 		dir, ok := m.location[tp]
-		if !ok && m.offlineLocked(tp) == nil {
+		// With a dir offline since the start, a log missing from the
+		// others is not placed: its open refuses it
+		// (refuseUnlistedLocked).
+		if !ok && len(m.unscanned) == 0 && m.offlineLocked(tp) == nil {
 			if placed, err := m.placeCountedLocked(tp, counts); err == nil {
 				m.location[tp] = placed
 				if counts != nil {

@@ -67,6 +67,10 @@ type Config struct {
 	// OnLogDirFailure is told when a log dir went offline and its
 	// replicas were stopped (logdir_failure.go).
 	OnLogDirFailure func(LogDirFailure)
+	// OpenHook, for tests only, is called by every open of a partition
+	// log before the log is read, outside the manager's lock (a test may
+	// hold an open there).
+	OpenHook func(TopicPartition)
 	// Cleaner configures the log cleaner of compacted topics (RunCleaner).
 	Cleaner CleanerConfig
 	// RecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir: how
@@ -190,6 +194,7 @@ func Open(cfg Config, logger *slog.Logger) (*Manager, error) {
 		sendFiles:       sendfile.NewBudget(sendfileMaxDescriptors),
 		descriptorLog:   ratelog.New(5 * time.Second),
 		partitions:      make(map[TopicPartition]*Partition),
+		openHook:        cfg.OpenHook,
 	}
 	if cfg.SyncJournalPath != "" {
 		if m.journal, err = segment.OpenSyncJournal(cfg.SyncJournalPath); err != nil {

@@ -303,7 +303,28 @@ type OpenRequest struct {
 // requests not started with its error. Opens already under way finish.
 func (m *Manager) OpenAll(ctx context.Context, reqs []OpenRequest) []error {
 	errs := make([]error, len(reqs))
+	m.OpenEach(ctx, reqs, func(i int, err error) { errs[i] = err })
+	return errs
+}
+
+// OpenEach is OpenAll telling done of each request as its open ends (from
+// the goroutine that opened it; done must not block long), so a caller
+// can serve each partition as soon as its log is open, while the others
+// still recover. done is called exactly once per request (with nil for one
+// already open) before OpenEach returns.
+func (m *Manager) OpenEach(ctx context.Context, reqs []OpenRequest, done func(i int, err error)) {
 	byDir := m.openQueues(reqs)
+	queued := make([]bool, len(reqs))
+	for _, queue := range byDir {
+		for _, i := range queue {
+			queued[i] = true
+		}
+	}
+	for i, q := range queued {
+		if !q {
+			done(i, nil) // open already
+		}
+	}
 	threads := m.recoveryThreads()
 	var wg sync.WaitGroup
 	for _, queue := range byDir {
@@ -317,16 +338,16 @@ func (m *Manager) OpenAll(ctx context.Context, reqs []OpenRequest) []error {
 					}
 					r := reqs[queue[i]]
 					if err := ctx.Err(); err != nil {
-						errs[queue[i]] = fmt.Errorf("open %s: %w", r.TopicPartition, err)
+						done(queue[i], fmt.Errorf("open %s: %w", r.TopicPartition, err))
 						continue
 					}
-					_, errs[queue[i]] = m.open(r.TopicPartition, r.TopicID, r.Config)
+					_, err := m.open(r.TopicPartition, r.TopicID, r.Config)
+					done(queue[i], err)
 				}
 			})
 		}
 	}
 	wg.Wait()
-	return errs
 }
 
 // openQueues groups the indexes of reqs not open yet by the log dir each

@@ -305,9 +305,9 @@ func TestOpenAllBoundsConcurrencyPerLogDir(t *testing.T) {
 		waiting, workers, atGate := false, 0, 0
 		for _, g := range goroutineStacks() {
 			switch {
-			case strings.Contains(g, "replica.(*Manager).OpenAll(") && strings.Contains(g, "sync.(*WaitGroup).Wait"):
+			case strings.Contains(g, "replica.(*Manager).OpenEach(") && strings.Contains(g, "sync.(*WaitGroup).Wait"):
 				waiting = true
-			case strings.Contains(g, "replica.(*Manager).OpenAll.func"):
+			case strings.Contains(g, "replica.(*Manager).OpenEach.func"):
 				workers++
 				if strings.Contains(g, "[chan receive") && strings.Contains(g, "TestOpenAllBoundsConcurrencyPerLogDir.func") {
 					atGate++

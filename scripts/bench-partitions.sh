@@ -10,7 +10,9 @@
 #   open file descriptors (ls /proc/PID/fd | wc -l), RSS, threads;
 #   a clean restart (SIGTERM) and a restart after kill -9, each timed from
 #   the start of the new process until it listens and until a ListOffsets
-#   over every partition answers all RECORDS records (kpartbench serving).
+#   over every partition answers all RECORDS records (kpartbench serving;
+#   partitions serve as their logs open, so it also prints when the first
+#   and half of them did).
 #
 # Cluster (CLUSTER=1, the default when ZooKeeper's jar is installed): a
 # real ZooKeeper and 3 kbroker processes, a topic of N partitions (RF
@@ -80,6 +82,10 @@ wait_exit() {
 rss_mib() { awk '/^VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$1/status"; }
 fds() { ls "/proc/$1/fd" | wc -l; }
+# goroutines PORT: the goroutine count of the broker serving pprof on PORT.
+goroutines() {
+	python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/debug/pprof/goroutine?debug=1", timeout=10).readline().decode().split()[-1])' "$1"
+}
 # kib_per_partition DIR TOPIC: real disk blocks (du) of the topic's
 # partition dirs, per partition, and the apparent size.
 kib_per_partition() {
@@ -106,9 +112,10 @@ echo "kbench-partitions: ulimit -n $(ulimit -n)"
 # ---------------------------------------------------------------- embedded
 if [[ "${EMBEDDED:-1}" == 1 ]]; then
 port=$(free_port)
+pport=$(free_port)
 edata="$work/embedded"
 start_embedded() {
-	"$work/kbroker" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$edata" \
+	"$work/kbroker" --pprof-address "127.0.0.1:$pport" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$edata" \
 		--override num.partitions=1 >>"$work/embedded.log" 2>&1 &
 	epid=$!
 	pids+=("$epid")
@@ -123,11 +130,11 @@ echo "  empty start to listening: $(since "$t0") s"
 r=$(kpb create --brokers "127.0.0.1:$port" --topic many --partitions "$N" --rf 1)
 echo "  topic creation: $r"
 echo "  idle partition (no record yet): $(kib_per_partition "$edata" many)"
-echo "  idle broker: RSS $(rss_mib "$epid") MiB, $(fds "$epid") open fds, $(threads "$epid") threads"
+echo "  idle broker: RSS $(rss_mib "$epid") MiB, $(fds "$epid") open fds, $(threads "$epid") threads, $(goroutines "$pport") goroutines"
 r=$(kpb produce --brokers "127.0.0.1:$port" --topic many --partitions "$N" --records "$RECORDS")
 echo "  write $RECORDS records to each partition: $r"
 echo "  partition with $RECORDS records: $(kib_per_partition "$edata" many)"
-echo "  loaded broker: RSS $(rss_mib "$epid") MiB, $(fds "$epid") open fds, $(threads "$epid") threads"
+echo "  loaded broker: RSS $(rss_mib "$epid") MiB, $(fds "$epid") open fds, $(threads "$epid") threads, $(goroutines "$pport") goroutines"
 
 t0=$(now)
 kill -TERM "$epid"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/kbroker/kbroker/controller"
@@ -51,114 +52,136 @@ func (b *Broker) applyMetadataErr(md *controller.Metadata) error {
 		return pcfg, true
 	}
 	plan := planReplicas(b.self.ID, md, b.replicas.Replicas())
-	// openErrs are the logs the parallel open below could not open: the
-	// serial loop reports them instead of trying again.
-	var openErrs map[replica.TopicPartition]error
-	opened := false
-	for _, act := range plan {
-		tp := act.tp
-		if !opened && act.kind != actDelete {
-			// The deletions are done (they come first: a new
-			// incarnation is never opened over an old one's files).
-			opened = true
-			openErrs = b.openPlanned(plan, topicConfig)
+	// The deletions first (they come first in the plan): a new
+	// incarnation is never opened over an old one's files.
+	rest := plan
+	for len(rest) > 0 && rest[0].kind == actDelete {
+		act := rest[0]
+		rest = rest[1:]
+		if part, hosted := b.replicas.Get(act.tp); hosted && part.State().IsLeader {
+			b.resignCoordinator(act.tp)
 		}
-		part, hosted := b.replicas.Get(tp)
-		wasLeader := hosted && part.State().IsLeader
-		var ledEpoch int32 = -1
-		if wasLeader {
-			ledEpoch = part.State().LeaderEpoch
+		b.logger.Warn("deleting replica", "partition", act.tp.String(), "reason", act.reason)
+		if err := b.replicas.Remove(act.tp, true); err != nil {
+			errs = append(errs, err)
 		}
-		if act.kind != actLead && wasLeader {
-			b.resignCoordinator(tp)
-		}
-		switch act.kind {
-		case actDelete:
-			b.logger.Warn("deleting replica", "partition", tp.String(), "reason", act.reason)
-			if err := b.replicas.Remove(tp, true); err != nil {
-				errs = append(errs, err)
-			}
-		case actStop:
-			if hosted && (wasLeader || part.Following()) {
-				if _, named := md.Topics[tp.Topic]; !named {
-					b.logger.Warn("partition missing from the cluster view: no longer served, data kept", "partition", tp.String())
-				}
-			}
-			b.replicas.StopLeading(tp)
-		case actLead, actFollow:
-			t := act.topic
-			pcfg, ok := topicConfig(t)
-			if !ok {
-				continue
-			}
-			if err := openErrs[tp]; err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			ps := t.Partitions[tp.Partition]
-			if act.kind == actFollow {
-				leader, _ := md.Broker(ps.Leader)
-				addr := net.JoinHostPort(leader.Host, strconv.Itoa(int(leader.Port)))
-				if _, err := b.replicas.MakeFollower(tp, t.ID, ps.Leader, ps.LeaderEpoch, addr, pcfg); err != nil {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			if _, err := b.replicas.MakeLeader(tp, t.ID, ps.LeaderEpoch, ps.PartitionEpoch, ps.ISR, pcfg); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if tp.Topic == offsetsTopic && !wasLeader {
-				go b.becomeCoordinator(tp.Partition)
-			}
-			// The transaction coordinator's epoch is the leader epoch: a
-			// new one (even without a leader change in between) reloads,
-			// so markers carry the epoch partition leaders check.
-			if tp.Topic == txn.TopicName && (!wasLeader || ledEpoch != ps.LeaderEpoch) {
-				b.becomeTxnCoordinatorLocked(tp.Partition, ps.LeaderEpoch)
-			}
+	}
+	// Then every other action, each as soon as its partition's log is
+	// open: the logs open in parallel (openPlanned), and after a restart
+	// each partition serves once its own log recovered, not once all did.
+	for r := range b.openPlanned(rest, topicConfig) {
+		if err := b.applyActionLocked(md, rest[r.index], r.openErr, topicConfig); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(withoutOfflineReplicaErrors(errs)...)
 }
 
-// openPlanned opens, in parallel (num.recovery.threads.per.data.dir per
-// log dir), the logs of the partitions plan makes this broker lead or
-// follow that are not open yet, so the role changes after find them open:
-// after a restart that is every partition, each recovered in turn
-// otherwise. It returns the partitions that failed to open, with why.
-func (b *Broker) openPlanned(plan []replicaAction, topicConfig func(*controller.Topic) (replica.PartitionConfig, bool)) map[replica.TopicPartition]error {
-	var reqs []replica.OpenRequest
-	for _, act := range plan {
-		if act.kind != actLead && act.kind != actFollow {
-			continue
+// applyActionLocked makes one partition's replica what act says (b.applyMu
+// held); openErr is why its log could not be opened, if it could not.
+func (b *Broker) applyActionLocked(md *controller.Metadata, act replicaAction, openErr error, topicConfig func(*controller.Topic) (replica.PartitionConfig, bool)) error {
+	tp := act.tp
+	part, hosted := b.replicas.Get(tp)
+	wasLeader := hosted && part.State().IsLeader
+	var ledEpoch int32 = -1
+	if wasLeader {
+		ledEpoch = part.State().LeaderEpoch
+	}
+	if act.kind != actLead && wasLeader {
+		b.resignCoordinator(tp)
+	}
+	switch act.kind {
+	case actStop:
+		if hosted && (wasLeader || part.Following()) {
+			if _, named := md.Topics[tp.Topic]; !named {
+				b.logger.Warn("partition missing from the cluster view: no longer served, data kept", "partition", tp.String())
+			}
 		}
-		if _, hosted := b.replicas.Get(act.tp); hosted {
-			continue
-		}
-		pcfg, ok := topicConfig(act.topic)
+		b.replicas.StopLeading(tp)
+	case actLead, actFollow:
+		t := act.topic
+		pcfg, ok := topicConfig(t)
 		if !ok {
-			continue
+			return nil
 		}
-		reqs = append(reqs, replica.OpenRequest{TopicPartition: act.tp, TopicID: act.topic.ID, Config: pcfg})
+		if openErr != nil {
+			return openErr
+		}
+		ps := t.Partitions[tp.Partition]
+		if act.kind == actFollow {
+			leader, _ := md.Broker(ps.Leader)
+			addr := net.JoinHostPort(leader.Host, strconv.Itoa(int(leader.Port)))
+			_, err := b.replicas.MakeFollower(tp, t.ID, ps.Leader, ps.LeaderEpoch, addr, pcfg)
+			return err
+		}
+		if _, err := b.replicas.MakeLeader(tp, t.ID, ps.LeaderEpoch, ps.PartitionEpoch, ps.ISR, pcfg); err != nil {
+			return err
+		}
+		if tp.Topic == offsetsTopic && !wasLeader {
+			go b.becomeCoordinator(tp.Partition)
+		}
+		// The transaction coordinator's epoch is the leader epoch: a
+		// new one (even without a leader change in between) reloads,
+		// so markers carry the epoch partition leaders check.
+		if tp.Topic == txn.TopicName && (!wasLeader || ledEpoch != ps.LeaderEpoch) {
+			b.becomeTxnCoordinatorLocked(tp.Partition, ps.LeaderEpoch)
+		}
+	}
+	return nil
+}
+
+// readyAction is an action of openPlanned's list whose partition log is
+// open (or could not be opened: openErr).
+type readyAction struct {
+	index   int
+	openErr error
+}
+
+// openPlanned opens, in parallel (num.recovery.threads.per.data.dir per
+// log dir), the logs of the partitions acts make this broker lead or
+// follow that are not open yet, and yields the index of every action once
+// it can be applied: at once for those that open nothing, as its log
+// opened (or failed to) for the others. After a restart that is every
+// partition, each recovered in turn otherwise. topicConfig is called from
+// the caller's goroutine only.
+func (b *Broker) openPlanned(acts []replicaAction, topicConfig func(*controller.Topic) (replica.PartitionConfig, bool)) <-chan readyAction {
+	ready := make(chan readyAction, len(acts))
+	var reqs []replica.OpenRequest
+	var reqAction []int
+	for i, act := range acts {
+		needsOpen := false
+		if act.kind == actLead || act.kind == actFollow {
+			if _, hosted := b.replicas.Get(act.tp); !hosted {
+				if pcfg, ok := topicConfig(act.topic); ok {
+					reqs = append(reqs, replica.OpenRequest{TopicPartition: act.tp, TopicID: act.topic.ID, Config: pcfg})
+					reqAction = append(reqAction, i)
+					needsOpen = true
+				}
+			}
+		}
+		if !needsOpen {
+			ready <- readyAction{index: i}
+		}
 	}
 	if len(reqs) == 0 {
-		return nil
+		close(ready)
+		return ready
 	}
 	start := time.Now()
-	var failed map[replica.TopicPartition]error
-	for i, err := range b.replicas.OpenAll(context.Background(), reqs) {
-		if err != nil {
-			if failed == nil {
-				failed = map[replica.TopicPartition]error{}
+	go func() {
+		var failed atomic.Int64
+		b.replicas.OpenEach(context.Background(), reqs, func(j int, err error) {
+			if err != nil {
+				failed.Add(1)
 			}
-			failed[reqs[i].TopicPartition] = err
+			ready <- readyAction{index: reqAction[j], openErr: err}
+		})
+		if len(reqs) > 1 {
+			b.logger.Info("opened partition logs", "logs", len(reqs), "failed", failed.Load(), "elapsed", time.Since(start).Round(time.Millisecond))
 		}
-	}
-	if len(reqs) > 1 {
-		b.logger.Info("opened partition logs", "logs", len(reqs), "failed", len(failed), "elapsed", time.Since(start).Round(time.Millisecond))
-	}
-	return failed
+		close(ready)
+	}()
+	return ready
 }
 
 // viewChangedLocked wakes everyone waiting for the next cluster view.

@@ -270,11 +270,6 @@ func (b *Broker) Run(ctx context.Context) error {
 	}, &internalLog{b: b, topic: offsetsTopic}, b.logger.With("component", "groups"))
 	b.txns = b.newTxnCoordinator()
 	b.watchACLs()
-	b.controller.Subscribe(b.applyMetadata)
-	if err := b.applyMetadataErr(b.controller.Metadata()); err != nil {
-		b.shutdownStorage()
-		return err
-	}
 
 	if b.listeners, err = newListeners(b.cfg, b.scramCredentials(), logDir, b.logger); err != nil {
 		b.shutdownStorage()
@@ -358,6 +353,17 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.acceptLoop(serveCtx, ln, l, &wg)
 		}()
 	}
+	// The first view once listening: each partition serves as soon as its
+	// log is open (applyMetadataErr), while the others still recover;
+	// until then requests for it answer NOT_LEADER_OR_FOLLOWER, which
+	// clients retry.
+	b.controller.Subscribe(b.applyMetadata)
+	if err := b.applyMetadataErr(b.controller.Metadata()); err != nil {
+		b.stopServing(listeners, cancelServe, &wg)
+		b.shutdownStorage()
+		return err
+	}
+	b.logger.Info("serving every partition", "partitions", len(b.replicas.All()), "startup", time.Since(start).Round(time.Microsecond).String())
 	// Register only once listening: the controller connects to us.
 	if err := b.controller.Start(ctx); err != nil {
 		err = fmt.Errorf("joining the cluster: %w", err)

@@ -32,7 +32,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // pollEvery is the pause between two checks of a wait.
@@ -138,10 +140,15 @@ func run(args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "produce_s=%.3f records=%d\n", time.Since(t0).Seconds(), len(recs))
 	case "serving":
-		if err := waitFor(ctx, func(ctx context.Context) (int, error) { return unservedPartitions(ctx, adm, o) }); err != nil {
+		// Partitions serve as their logs open: the first and the half
+		// come before the last. Asked of each leader directly, without
+		// the client's retries and their backoff, which would hide when
+		// a partition started to answer.
+		first, half, err := waitServing(ctx, cl, adm, o, start)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "serving_s=%.3f\n", time.Since(start).Seconds())
+		fmt.Fprintf(out, "first_serving_s=%.3f half_serving_s=%.3f serving_s=%.3f\n", first.Seconds(), half.Seconds(), time.Since(start).Seconds())
 	case "led":
 		if err := waitFor(ctx, func(ctx context.Context) (int, error) { return unledPartitions(ctx, adm, o, int32(o.notLeader)) }); err != nil {
 			return err
@@ -216,33 +223,88 @@ func waitFor(ctx context.Context, check func(context.Context) (int, error)) erro
 	}
 }
 
-// unservedPartitions asks every partition's end offset (Metadata, then
-// ListOffsets to each leader) and counts those that do not answer it or
-// answer fewer than o.records records.
-func unservedPartitions(ctx context.Context, adm *kadm.Client, o options) (int, error) {
-	offs, err := adm.ListEndOffsets(ctx, o.topic)
-	if err != nil {
-		return o.partitions, err
-	}
-	ends := map[int32]int64{}
-	offs.Each(func(lo kadm.ListedOffset) {
-		if lo.Err == nil {
-			ends[lo.Partition] = lo.Offset
+// waitServing waits until every partition of o.topic answers ListOffsets
+// (latest) with at least o.records records, asking each partition's
+// leader directly (no client retries), every pollEvery, only for the
+// partitions still missing. It returns the times from start until the
+// first partition and half of them answered.
+func waitServing(ctx context.Context, cl *kgo.Client, adm *kadm.Client, o options, start time.Time) (first, half time.Duration, err error) {
+	served := map[int32]bool{}
+	var leaders map[int32]int32 // partition -> leader, from Metadata
+	for len(served) < o.partitions {
+		if leaders == nil {
+			md, err := adm.Metadata(ctx, o.topic)
+			if err == nil {
+				leaders = map[int32]int32{}
+				for _, p := range md.Topics[o.topic].Partitions {
+					leaders[p.Partition] = p.Leader
+				}
+			}
 		}
-	})
-	return countUnserved(ends, o.partitions, int64(o.records)), nil
+		stale := false
+		for leader, parts := range pendingByLeader(leaders, served, o.partitions) {
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.ReplicaID = -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = o.topic
+			for _, p := range parts {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := cl.Broker(int(leader)).Request(rctx, req)
+			cancel()
+			if err != nil {
+				stale = true
+				continue
+			}
+			for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, p := range t.Partitions {
+					switch {
+					case p.ErrorCode == 0 && p.Offset >= int64(o.records):
+						served[p.Partition] = true
+					case p.ErrorCode == kerr.NotLeaderForPartition.Code || p.ErrorCode == kerr.UnknownTopicOrPartition.Code:
+						stale = true // or not open yet: ask Metadata again
+					}
+				}
+			}
+		}
+		if stale {
+			leaders = nil
+		}
+		if len(served) > 0 && first == 0 {
+			first = time.Since(start)
+		}
+		if len(served) >= (o.partitions+1)/2 && half == 0 {
+			half = time.Since(start)
+		}
+		if len(served) == o.partitions {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return first, half, fmt.Errorf("gave up with %d of %d partitions serving: %w", len(served), o.partitions, ctx.Err())
+		case <-time.After(pollEvery):
+		}
+	}
+	return first, half, nil
 }
 
-// countUnserved is how many of partitions 0..n-1 have no end offset in ends
-// or one below want.
-func countUnserved(ends map[int32]int64, n int, want int64) int {
-	missing := 0
+// pendingByLeader groups partitions 0..n-1 not yet served by their leader
+// (leaders from Metadata; a partition without a known leader waits).
+func pendingByLeader(leaders map[int32]int32, served map[int32]bool, n int) map[int32][]int32 {
+	out := map[int32][]int32{}
 	for p := range int32(n) {
-		if end, ok := ends[p]; !ok || end < want {
-			missing++
+		if served[p] {
+			continue
+		}
+		if l, ok := leaders[p]; ok && l >= 0 {
+			out[l] = append(out[l], p)
 		}
 	}
-	return missing
+	return out
 }
 
 func unledPartitions(ctx context.Context, adm *kadm.Client, o options, notLeader int32) (int, error) {

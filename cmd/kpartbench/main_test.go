@@ -2,28 +2,20 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-func TestCountUnserved(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ends map[int32]int64
-		n    int
-		want int64
-		miss int
-	}{
-		{"all served", map[int32]int64{0: 2, 1: 3}, 2, 2, 0},
-		{"one short", map[int32]int64{0: 2, 1: 1}, 2, 2, 1},
-		{"one absent", map[int32]int64{0: 2}, 2, 2, 1},
-		{"none wanted, absent still missing", map[int32]int64{}, 3, 0, 3},
-		{"extra partitions ignored", map[int32]int64{0: 1, 7: 0}, 1, 1, 0},
-	} {
-		if got := countUnserved(tc.ends, tc.n, tc.want); got != tc.miss {
-			t.Errorf("%s: countUnserved = %d, want %d", tc.name, got, tc.miss)
-		}
+func TestPendingByLeader(t *testing.T) {
+	leaders := map[int32]int32{0: 1, 1: 2, 2: 1, 3: -1}
+	got := pendingByLeader(leaders, map[int32]bool{2: true}, 5)
+	if len(got) != 2 || fmt.Sprint(got[1]) != "[0]" || fmt.Sprint(got[2]) != "[1]" {
+		t.Fatalf("pendingByLeader = %v: want broker 1 [0], broker 2 [1] (2 served, 3 leaderless, 4 unknown)", got)
+	}
+	if got := pendingByLeader(nil, nil, 3); len(got) != 0 {
+		t.Fatalf("without leaders: %v", got)
 	}
 }
 

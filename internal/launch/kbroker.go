@@ -1,8 +1,12 @@
 package launch
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 )
@@ -93,6 +97,10 @@ func (k *Kbroker) Start(ctx context.Context) error {
 
 func (k *Kbroker) startOnce(ctx context.Context, addr string) error {
 	_, port, _ := net.SplitHostPort(addr)
+	var logFrom int64 // where this run's output starts in LogPath
+	if fi, err := os.Stat(k.spec.LogPath); err == nil {
+		logFrom = fi.Size()
+	}
 	args := Overrides("listeners=PLAINTEXT://"+addr, "log.dirs="+k.spec.DataDir)
 	for _, a := range k.spec.Args {
 		// A test with several listeners names the probed one's address.
@@ -108,5 +116,40 @@ func (k *Kbroker) startOnce(ctx context.Context, addr string) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, k.spec.Timeout)
 	defer cancel()
-	return WaitReady(wctx, p, k.spec.Every, func() error { return k.spec.Probe(addr, k.spec.ProbeTimeout) })
+	if err := WaitReady(wctx, p, k.spec.Every, func() error { return k.spec.Probe(addr, k.spec.ProbeTimeout) }); err != nil {
+		return err
+	}
+	if k.spec.LogPath == "" {
+		return nil
+	}
+	// A broker answers before its partitions serve (each serves once its
+	// log is open): ready is once it says all of them do, so a caller
+	// starts from the state a restart recovers, as before.
+	return WaitReady(wctx, p, k.spec.Every, func() error { return servingAll(k.spec.LogPath, logFrom) })
+}
+
+// Lines kbroker logs at Info: once listening, and once every partition of
+// its first cluster view serves.
+const (
+	listeningLine = "kbroker listening"
+	servingLine   = "serving every partition"
+)
+
+// servingAll tells whether the broker whose output starts at offset from
+// of logPath serves every partition: it said so, or it logs nothing at
+// Info (its log level is higher), so there is nothing to wait for.
+func servingAll(logPath string, from int64) error {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out, err := io.ReadAll(io.NewSectionReader(f, from, 1<<62))
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(out, []byte(servingLine)) || !bytes.Contains(out, []byte(listeningLine)) {
+		return nil
+	}
+	return errors.New("kbroker is listening but does not serve every partition yet")
 }

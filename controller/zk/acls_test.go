@@ -42,10 +42,7 @@ func TestACLsInZooKeeper(t *testing.T) {
 	ctx := testCtx(t)
 	s := connect(t, srv.Addr()+"/kafka")
 	raw := rawConn(t, srv.Addr())
-	won, _, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	_, v := mustElect(t, ctx, s)
 	changes, err := s.WatchACLChanges(ctx)
 	if err != nil {
 		t.Fatal(err)

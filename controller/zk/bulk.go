@@ -155,21 +155,30 @@ func (s *Store) readTopicsBulk(ctx context.Context, names []string) (map[string]
 	return out, nil
 }
 
-// readTopicsEach is ReadTopics one getData per znode.
-func (s *Store) readTopicsEach(ctx context.Context, names []string) (map[string]TopicRead, error) {
-	reads := make([]TopicRead, len(names))
-	errs := make([]error, len(names))
-	sem := make(chan struct{}, topicReaders)
+// eachBounded calls fn on every item, at most limit at a time, and returns
+// the results and errors in the items' order. The reads of one Store go
+// out together on its one session (ZooKeeper answers them in order), as
+// Kafka's KafkaZkClient sends its reads asynchronously: a new controller of
+// thousands of partitions would otherwise wait a round trip for each.
+func eachBounded[T, R any](items []T, limit int, fn func(T) (R, error)) ([]R, []error) {
+	out := make([]R, len(items))
+	errs := make([]error, len(items))
+	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
-	for i, n := range names {
+	for i, it := range items {
 		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			reads[i], errs[i] = s.readTopic(ctx, n)
-		}()
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i], errs[i] = fn(it)
+		})
 	}
 	wg.Wait()
+	return out, errs
+}
+
+// readTopicsEach is ReadTopics one getData per znode.
+func (s *Store) readTopicsEach(ctx context.Context, names []string) (map[string]TopicRead, error) {
+	reads, errs := eachBounded(names, topicReaders, func(n string) (TopicRead, error) { return s.readTopic(ctx, n) })
 	out := make(map[string]TopicRead, len(names))
 	for i, n := range names {
 		if errs[i] != nil {

@@ -66,10 +66,7 @@ func TestStoreEvents(t *testing.T) {
 	if newest := <-watch; newest != -1 {
 		t.Fatalf("newest of none: %d", newest)
 	}
-	won, _, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	_, v := mustElect(t, ctx, s)
 	var in []ClusterEvent
 	for i := range 5 {
 		in = append(in, ClusterEvent{Kind: "broker_joined", Broker: int32(i), Partition: -1, Time: time.UnixMilli(int64(i))})

@@ -124,10 +124,7 @@ func TestReadTopicsBulkMatchesEach(t *testing.T) {
 	ctx := testCtx(t)
 	s := connect(t, zk.Addr()+"/kafka")
 	raw := rawConn(t, zk.Addr())
-	won, cepoch, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	cepoch, v := mustElect(t, ctx, s)
 	mk := func(name string, n int32, configs map[string]string) {
 		id, _ := ParseTopicID(fmt.Sprintf("AAAAAAAAAAAAA7SrBWaJ%02d", n%100))
 		nt := NewTopic{Name: name, ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}, Configs: configs}
@@ -272,10 +269,7 @@ func TestBulkReadFallsBack(t *testing.T) {
 	zk := zktest.Start(t)
 	ctx := testCtx(t)
 	s := connect(t, zk.Addr())
-	won, cepoch, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	cepoch, v := mustElect(t, ctx, s)
 	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
 	nt := NewTopic{Name: "t", ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}, Configs: map[string]string{"retention.ms": "5"}}
 	for p := range int32(bulkReadMin + 10) {

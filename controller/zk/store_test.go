@@ -44,6 +44,17 @@ func connect(t *testing.T, connectString string) *Store {
 	return s
 }
 
+// mustElect makes s the controller as broker 1 (it must win) and returns
+// the controller epoch and the epoch znode's version that fence its writes.
+func mustElect(t *testing.T, ctx context.Context, s *Store) (epoch, epochZkVersion int32) {
+	t.Helper()
+	won, epoch, epochZkVersion, err := s.ElectController(ctx, 1)
+	if err != nil || !won {
+		t.Fatal(won, err)
+	}
+	return epoch, epochZkVersion
+}
+
 // rawConn is a plain client, to look at and damage znodes behind a Store.
 func rawConn(t *testing.T, addr string) *gozk.Conn {
 	t.Helper()
@@ -370,10 +381,7 @@ func TestTopicsAndPartitionStates(t *testing.T) {
 	ctx := testCtx(t)
 	s := connect(t, zk.Addr())
 	raw := rawConn(t, zk.Addr())
-	won, cepoch, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	cepoch, v := mustElect(t, ctx, s)
 	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
 	nt := NewTopic{
 		Name: "orders", ID: id,
@@ -730,10 +738,7 @@ func TestManyPartitionStates(t *testing.T) {
 	zk := zktest.Start(t)
 	ctx := testCtx(t)
 	s := connect(t, zk.Addr())
-	won, cepoch, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	cepoch, v := mustElect(t, ctx, s)
 	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
 	nt := NewTopic{Name: "many-partitions-topic", ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}}
 	for p := range int32(10_000) {
@@ -793,10 +798,7 @@ func TestSetPartitionStatesShareTransactions(t *testing.T) {
 	ctx := testCtx(t)
 	s := connect(t, zk.Addr())
 	raw := rawConn(t, zk.Addr())
-	won, cepoch, v, err := s.ElectController(ctx, 1)
-	if err != nil || !won {
-		t.Fatal(won, err)
-	}
+	cepoch, v := mustElect(t, ctx, s)
 	const n = 450
 	id, _ := ParseTopicID("AAAAAAAAAAAAA7SrBWaJ7g")
 	nt := NewTopic{Name: "batched", ID: id, Assignment: map[int32][]int32{}, States: map[int32]PartitionState{}}

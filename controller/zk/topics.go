@@ -418,23 +418,9 @@ func (s *Store) decodeStateRead(topic string, p int32, r znodeRead) (st Partitio
 // partitionStatesEach reads the partitions' states one getData each on the
 // Store's session.
 func (s *Store) partitionStatesEach(ctx context.Context, topic string, partitions []int32) (map[int32]PartitionState, error) {
-	// The reads go out together on the one session (ZooKeeper answers
-	// them in order), as Kafka's getTopicPartitionStates sends its reads
-	// asynchronously: a new controller of thousands of partitions would
-	// otherwise wait one round trip per partition.
-	states := make([]PartitionState, len(partitions))
-	errs := make([]error, len(partitions))
-	sem := make(chan struct{}, partitionStateReaders)
-	var wg sync.WaitGroup
-	for i, p := range partitions {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			states[i], errs[i] = s.PartitionState(ctx, topic, p)
-		}()
-	}
-	wg.Wait()
+	states, errs := eachBounded(partitions, partitionStateReaders, func(p int32) (PartitionState, error) {
+		return s.PartitionState(ctx, topic, p)
+	})
 	out := make(map[int32]PartitionState, len(partitions))
 	for i, p := range partitions {
 		switch {

@@ -33,15 +33,10 @@ const offsetsFixture = "testdata/offsets-d0cd872.tar.gz"
 // partitions, Kafka's hash).
 func offsetsPartition(group string) int32 { return kafkahash.PartitionFor(group, 50) }
 
-// offsetsLogShape reads partition p of __consumer_offsets from its log
-// start to its end: the log start and the number of records.
-func offsetsLogShape(t *testing.T, b *Broker, p int32) (start int64, records int) {
-	t.Helper()
-	return internalLogShape(t, b, "__consumer_offsets", p)
-}
-
-// internalLogShape is offsetsLogShape for partition p of topic.
-func internalLogShape(t *testing.T, b *Broker, topic string, p int32) (start int64, records int) {
+// logShape reads partition p of topic from its log start to its end: the
+// log start and the number of records. The log must end with a record
+// (not a transaction marker, which a consumer is not shown).
+func logShape(t *testing.T, b *Broker, topic string, p int32) (start int64, records int) {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
 	adm := b.Admin(t)
@@ -79,24 +74,7 @@ func internalLogShape(t *testing.T, b *Broker, topic string, p int32) (start int
 		if last >= e.Offset-1 {
 			return s.Offset, records
 		}
-		// Control batches (transaction markers) end some logs: the
-		// position past them is the end.
-		if pos := fetchPosition(fs); pos >= e.Offset {
-			return s.Offset, records
-		}
 	}
-}
-
-// fetchPosition is the offset after the last batch the fetches returned,
-// -1 if none.
-func fetchPosition(fs kgo.Fetches) int64 {
-	pos := int64(-1)
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if n := len(p.Records); n > 0 {
-			pos = max(pos, p.Records[n-1].Offset+1)
-		}
-	})
-	return pos
 }
 
 // commitRounds commits offsets of topic's partitions 0..2 for group,
@@ -142,21 +120,15 @@ func wantCommitted(t *testing.T, adm *kadm.Client, group, topic string, want map
 }
 
 // waitCompacted waits until the cleaner has left at most limit records in
-// partition p of __consumer_offsets, whose log start must stay at start
-// (the coordinator moved it when it rewrote its state; now only the
+// partition p of topic, whose log start must stay at start (the
+// coordinators moved it when they rewrote their state; now only the
 // cleaner shrinks the log).
-func waitCompacted(t *testing.T, b *Broker, p int32, start int64, limit int) int {
-	t.Helper()
-	return waitInternalCompacted(t, b, "__consumer_offsets", p, start, limit)
-}
-
-// waitInternalCompacted is waitCompacted for partition p of topic.
-func waitInternalCompacted(t *testing.T, b *Broker, topic string, p int32, start int64, limit int) int {
+func waitCompacted(t *testing.T, b *Broker, topic string, p int32, start int64, limit int) int {
 	t.Helper()
 	var records int
 	checkFor(t, 60*time.Second, 200*time.Millisecond, func() error {
 		var s int64
-		s, records = internalLogShape(t, b, topic, p)
+		s, records = logShape(t, b, topic, p)
 		if s != start {
 			t.Fatalf("%s-%d: log start moved %d -> %d", topic, p, start, s)
 		}
@@ -189,14 +161,14 @@ func TestOffsetsTopicCompactedByCleaner(t *testing.T) {
 	wantCommitted(t, adm, group, "orders", want)
 
 	p := offsetsPartition(group)
-	records := waitCompacted(t, b, p, 0, rounds/3) // 9,000 written
+	records := waitCompacted(t, b, "__consumer_offsets", p, 0, rounds/3) // 9,000 written
 	t.Logf("__consumer_offsets-%d: %d of %d records left after cleaning", p, records, 3*rounds)
 
 	b.Kill()
 	b.Restart()
 	adm = b.Admin(t)
 	wantCommitted(t, adm, group, "orders", want)
-	if s, _ := offsetsLogShape(t, b, p); s != 0 {
+	if s, _ := logShape(t, b, "__consumer_offsets", p); s != 0 {
 		t.Fatalf("log start %d after restart", s)
 	}
 }
@@ -218,7 +190,7 @@ func TestTxnStateCompactedByCleaner(t *testing.T) {
 	// Each transaction writes at least three records (Ongoing,
 	// PrepareCommit/PrepareAbort, CompleteCommit/CompleteAbort): 900 or
 	// more in all, of one key. What stays is the active segment's.
-	records := waitInternalCompacted(t, b, "__transaction_state", p, 0, 150)
+	records := waitCompacted(t, b, "__transaction_state", p, 0, 150)
 	t.Logf("__transaction_state-%d: %d records left after cleaning", p, records)
 
 	before := describeTxn(t, b, id)
@@ -232,7 +204,7 @@ func TestTxnStateCompactedByCleaner(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(committed, ",") {
 		t.Fatalf("read_committed after the restart: %d records, want %d (first difference %s)", len(got), len(committed), firstDiff(got, committed))
 	}
-	if s, _ := internalLogShape(t, b, "__transaction_state", p); s != 0 {
+	if s, _ := logShape(t, b, "__transaction_state", p); s != 0 {
 		t.Fatalf("__transaction_state-%d: log start %d after the restart", p, s)
 	}
 }
@@ -287,7 +259,7 @@ func TestOffsetsDataDirOfEarlierRelease(t *testing.T) {
 	check("loaded")
 
 	p := offsetsPartition("live")
-	start, before := offsetsLogShape(t, b, p)
+	start, before := logShape(t, b, "__consumer_offsets", p)
 	if start == 0 {
 		t.Fatalf("the fixture's __consumer_offsets-%d starts at 0: the old coordinator's snapshots are not in it", p)
 	}
@@ -297,7 +269,7 @@ func TestOffsetsDataDirOfEarlierRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	commitRounds(t, adm, "live", "orders", 2000, 4000)
-	records := waitCompacted(t, b, p, start, before+1000) // 6,000 written
+	records := waitCompacted(t, b, "__consumer_offsets", p, start, before+1000) // 6,000 written
 	t.Logf("__consumer_offsets-%d: log start %d, %d records loaded, %d after 6,000 more and cleaning", p, start, before, records)
 	final := map[int32]int64{0: 3999, 1: 7998, 2: 11997}
 	wantCommitted(t, adm, "live", "orders", final)
@@ -356,7 +328,7 @@ func TestGenerateOffsetsFixture(t *testing.T) {
 	if _, err := adm.DeleteGroups(ctx, "doomed"); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := offsetsLogShape(t, b, offsetsPartition("live")); s == 0 {
+	if s, _ := logShape(t, b, "__consumer_offsets", offsetsPartition("live")); s == 0 {
 		t.Fatal("no snapshot moved the log start: is the broker the patched d0cd872 build?")
 	}
 	b.Stop()

@@ -154,6 +154,12 @@ type Config struct {
 	TransactionMaxTimeout                time.Duration // transaction.max.timeout.ms (default 15 min)
 	TransactionAbortTimedOutInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10 s)
 	TransactionRemoveExpiredIDsInterval  time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms (default 1 h)
+	// TransactionVersion is kbroker.transaction.version, the level of
+	// Kafka's transaction.version feature the broker finalizes (what
+	// kafka-features.sh sets on a Kafka 4 cluster): 2 (the default)
+	// offers transactions v2 (KIP-890 part 2) to clients that support it;
+	// 0 or 1 keeps every client on the explicit AddPartitionsToTxn path.
+	TransactionVersion int16
 
 	MetricsAddress string // kbroker.metrics.address, host:port of the Prometheus /metrics endpoint and the live console (empty = none; default EmbeddedMetricsAddress on an embedded broker, none with zookeeper.connect)
 	// ConsoleActionsEnable is kbroker.console.actions.enable: the console

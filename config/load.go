@@ -107,6 +107,7 @@ func Default() Config {
 		TransactionMaxTimeout:                15 * time.Minute,
 		TransactionAbortTimedOutInterval:     10 * time.Second,
 		TransactionRemoveExpiredIDsInterval:  time.Hour,
+		TransactionVersion:                   2,
 	}
 }
 
@@ -535,6 +536,16 @@ func properties() []prop {
 		int64Prop("transaction.state.log.segment.bytes", "segment size of __transaction_state", 1, math.MaxInt32, func(c *Config) *int64 { return &c.TransactionStateLogSegmentBytes }),
 		durationProp("transaction.max.timeout.ms", "largest transaction timeout a producer may ask for", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
 		durationProp("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often transactions past their timeout are aborted", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionAbortTimedOutInterval }),
+		{
+			name: "kbroker.transaction.version",
+			doc:  "level of Kafka's transaction.version feature this broker finalizes in ApiVersions: 2 offers transactions v2 (KIP-890 part 2: no AddPartitionsToTxn round trips, the epoch bumped by every EndTxn) to clients that support it; 0 or 1 keeps every client on transactions v1. Give every broker of a cluster the same level",
+			set: func(c *Config, v string) error {
+				n, err := parseInt(v, 0, 2)
+				c.TransactionVersion = int16(n)
+				return err
+			},
+			get: func(c Config) string { return strconv.FormatInt(int64(c.TransactionVersion), 10) },
+		},
 		durationProp("transaction.remove.expired.transaction.cleanup.interval.ms", "how often expired transactional ids are removed", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionRemoveExpiredIDsInterval }),
 
 		{

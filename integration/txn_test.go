@@ -174,6 +174,22 @@ func TestTxnFencing(t *testing.T) {
 
 // Bad input gets Kafka's errors and appends nothing: EndTxn for an unknown
 // transactional id, a stale epoch, a client's control batch in Produce.
+// waitTxnCoordinator waits until FindCoordinator finds the transaction
+// coordinator of id (__transaction_state is created on first use).
+func waitTxnCoordinator(t *testing.T, cl *kgo.Client, id string) {
+	t.Helper()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKey = 1, id
+	ctx := testContext(t, 25*time.Second)
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		resp, err := fc.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+}
+
 func TestTxnBadInput(t *testing.T) {
 	b := StartBroker(t, "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1")
 	topic := "txn-bad"
@@ -182,15 +198,7 @@ func TestTxnBadInput(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 
 	// The coordinator for the id (this single broker) must exist first.
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorType, fc.CoordinatorKey = 1, "tx-bad"
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		resp, err := fc.RequestWith(ctx, cl)
-		if err != nil {
-			return err
-		}
-		return kerr.ErrorForCode(resp.ErrorCode)
-	})
+	waitTxnCoordinator(t, cl, "tx-bad")
 
 	end := kmsg.NewPtrEndTxnRequest()
 	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "tx-unknown-id", 12345, 0, true

@@ -256,13 +256,27 @@ type TxnVerification struct {
 	// started: leadership that moved away and came back (markers may have
 	// arrived by replication meanwhile) voids it.
 	leaderEpoch int32
+	// v2: a transactions v2 producer (Produce v12+, TxnOffsetCommit v5+),
+	// whose transactions end with markers one epoch above their batches.
+	v2 bool
+}
+
+// voidedBy reports whether a marker of the producer at markerEpoch ends the
+// transaction g verified (or fences it), so that g no longer lets a batch
+// open a transaction. Under transactions v2 the marker that ends the
+// previous transaction carries g's epoch, and the coordinator adds the
+// partition to the next one only after that marker is written: it must
+// not void g.
+func (g *TxnVerification) voidedBy(markerEpoch int16) bool {
+	return markerEpoch > g.epoch || (markerEpoch == g.epoch && !g.v2)
 }
 
 // StartTxnVerification returns the guard for verifying, with the
 // transaction coordinator, that producerID's transaction includes this
 // partition before its batch is appended; nil when the producer already
-// has a transaction open here at epoch (nothing to verify).
-func (p *Partition) StartTxnVerification(producerID int64, epoch int16) *TxnVerification {
+// has a transaction open here at epoch (nothing to verify). v2 is a
+// transactions v2 producer (TxnVerification.v2).
+func (p *Partition) StartTxnVerification(producerID int64, epoch int16, v2 bool) *TxnVerification {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.producers.hasOpenTxn(producerID, epoch) {
@@ -271,7 +285,7 @@ func (p *Partition) StartTxnVerification(producerID int64, epoch int16) *TxnVeri
 	if g, ok := p.verifying[producerID]; ok && g.epoch == epoch && g.leaderEpoch == p.leaderEpoch {
 		return g
 	}
-	g := &TxnVerification{producerID: producerID, epoch: epoch, leaderEpoch: p.leaderEpoch}
+	g := &TxnVerification{producerID: producerID, epoch: epoch, leaderEpoch: p.leaderEpoch, v2: v2}
 	if p.verifying == nil {
 		p.verifying = make(map[int64]*TxnVerification)
 	}
@@ -516,7 +530,9 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	p.producers.completeTxn(h, c)
 	// A verification that a marker overtook is void: the transaction it
 	// verified has ended.
-	delete(p.verifying, producerID)
+	if g := p.verifying[producerID]; g != nil && g.voidedBy(epoch) {
+		delete(p.verifying, producerID)
+	}
 	p.maybeIncrementHighWatermarkLocked()
 	p.notifyLocked()
 	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.BaseOffset, LogAppendTime: -1, LogStartOffset: p.log().StartOffset(), LeaderEpoch: p.leaderEpoch}, nil

@@ -144,7 +144,7 @@ func TestPartitionTxnVerification(t *testing.T) {
 	if _, err := p.AppendFromClient(b, h, -1, now, nil); !errors.Is(err, kerr.InvalidTxnState) {
 		t.Fatalf("unverified batch opening a transaction: %v", err)
 	}
-	g := p.StartTxnVerification(1, 0)
+	g := p.StartTxnVerification(1, 0, false)
 	if g == nil {
 		t.Fatal("no guard for a producer without an open transaction")
 	}
@@ -154,7 +154,7 @@ func TestPartitionTxnVerification(t *testing.T) {
 	if _, err := p.AppendFromClient(b, h, -1, now, g); err != nil {
 		t.Fatalf("verified batch: %v", err)
 	}
-	if p.StartTxnVerification(1, 0) != nil {
+	if p.StartTxnVerification(1, 0, false) != nil {
 		t.Fatal("a guard asked for while the transaction is open")
 	}
 	b, h = txnBatch(1, 0, 1, 1)
@@ -165,7 +165,7 @@ func TestPartitionTxnVerification(t *testing.T) {
 	if _, err := p.AppendTxnMarker(1, 0, true, 0, now); err != nil {
 		t.Fatal(err)
 	}
-	g = p.StartTxnVerification(1, 0)
+	g = p.StartTxnVerification(1, 0, false)
 	if _, err := p.AppendTxnMarker(1, 1, false, 0, now); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestPartitionTxnFencingAndGuards(t *testing.T) {
 
 	// A marker arriving through applyBatchLocked (as a follower copies
 	// it) voids the guard.
-	g := p.StartTxnVerification(2, 0)
+	g := p.StartTxnVerification(2, 0, false)
 	marker := recordbatch.BuildTxnMarker(2, 0, false, 0, now.UnixMilli())
 	mh, _ := recordbatch.Validate(marker)
 	p.mu.Lock()
@@ -213,7 +213,7 @@ func TestPartitionTxnFencingAndGuards(t *testing.T) {
 	}
 
 	// A new leader epoch voids it too.
-	g = p.StartTxnVerification(3, 0)
+	g = p.StartTxnVerification(3, 0, false)
 	if _, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 1, 1, []int32{0}, testConfig()); err != nil {
 		t.Fatal(err)
 	}
@@ -264,5 +264,62 @@ func TestReadCommittedAbortedListIsBoundedByTheRead(t *testing.T) {
 	rr.Records.Close()
 	if len(rr.AbortedTxns) != 50 {
 		t.Fatalf("a whole read lists %d aborted transactions, want 50", len(rr.AbortedTxns))
+	}
+}
+
+// TestPartitionTxnVerificationV2: under transactions v2 the producer's next
+// transaction (epoch+1) can be verified while the marker of its previous
+// one, which carries that same epoch, is still on its way; the marker must
+// not void the guard, and the batch then opens the new transaction alone.
+// A late batch of the ended transaction is fenced by the epoch, and a
+// marker above the guard's epoch (a fence) voids it.
+func TestPartitionTxnVerificationV2(t *testing.T) {
+	m, p := openLeader(t, t.TempDir())
+	defer m.Close()
+	now := time.Now()
+	g := p.StartTxnVerification(1, 0, true)
+	b, h := txnBatch(1, 0, 0, 2)
+	if _, err := p.AppendFromClient(b, h, -1, now, g); err != nil {
+		t.Fatal(err)
+	}
+	// EndTxn v5 answered epoch 1; the next transaction's first batch is
+	// verified before the commit marker (epoch 1) lands.
+	g = p.StartTxnVerification(1, 1, true)
+	if g == nil {
+		t.Fatal("no guard for the next transaction while the previous one is open")
+	}
+	marker, err := p.AppendTxnMarker(1, 1, true, 0, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, h = txnBatch(1, 1, 0, 1)
+	res, err := p.AppendFromClient(b, h, -1, now, g)
+	if err != nil {
+		t.Fatalf("next transaction's batch verified before the previous marker: %v", err)
+	}
+	// The LSO is the new transaction's first offset: the old one ended
+	// at the marker and did not swallow the new batch.
+	if st := p.State(); st.LastStableOffset != res.BaseOffset || res.BaseOffset != marker.BaseOffset+1 {
+		t.Fatalf("LSO %d, new transaction at %d, marker at %d", st.LastStableOffset, res.BaseOffset, marker.BaseOffset)
+	}
+	b, h = txnBatch(1, 0, 2, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, nil); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("late batch of the ended transaction: %v", err)
+	}
+	if _, err := p.AppendTxnMarker(1, 2, false, 0, now); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fence (abort marker above the guard's epoch) voids a v2 guard.
+	g = p.StartTxnVerification(1, 2, true)
+	if _, err := p.AppendTxnMarker(1, 3, false, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	b, h = txnBatch(1, 2, 0, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, g); err == nil {
+		t.Fatal("a v2 guard outlived a fence")
+	}
+	if st := p.State(); st.LastStableOffset != st.HighWatermark {
+		t.Fatalf("a hanging transaction: LSO %d, HW %d", st.LastStableOffset, st.HighWatermark)
 	}
 }

@@ -57,8 +57,12 @@ import (
 // * v5: LogStartOffset
 // * v8: record errors and error message
 // * v9: flexible
+// * v10-11: no change here (v11: TRANSACTION_ABORTABLE may be returned)
+// * v12: transactions v2 (KIP-890 part 2): with kbroker.transaction.version
+//   2 a transactional batch on a partition not yet in its transaction adds
+//   it (the client sends no AddPartitionsToTxn) instead of verifying it
 
-func init() { registerAPI(kmsg.Produce.Int16(), 0, 11, handleProduce) }
+func init() { registerAPI(kmsg.Produce.Int16(), 0, 12, handleProduce) }
 
 // produceResponse is a Produce response that may still wait for
 // replication: await completes it (acks=all), so that the connection can
@@ -173,7 +177,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 				txn: txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}})
 			t := &dests[i] // dests never grows past its capacity: t stays put
 			if h.IsTransactional() && req.TransactionID != nil {
-				t.verified = part.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
+				t.verified = part.StartTxnVerification(h.ProducerID, h.ProducerEpoch, b.txnV2(req.Version, 12))
 			}
 			targets = append(targets, t)
 		}
@@ -192,7 +196,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 				break
 			}
 		}
-		results := b.verifyTxnPartitions(ctx, *req.TransactionID, h.ProducerID, h.ProducerEpoch, toVerify)
+		results := b.verifyTxnPartitions(ctx, *req.TransactionID, h.ProducerID, h.ProducerEpoch, toVerify, b.txnV2(req.Version, 12))
 		kept := targets[:0]
 		for _, t := range targets {
 			if err := results[t.txn]; t.verified != nil && err != nil {

@@ -15,15 +15,46 @@ import (
 //
 // Version notes:
 // * v1: ThrottleMillis
-// * v3: flexible; client software name and version
+// * v3: flexible; client software name and version; the features: Kafka's
+//   transaction.version, supported 0-2 and finalized at
+//   kbroker.transaction.version (clients use transactions v2, KIP-890
+//   part 2, when it is 2). The finalized features' epoch is the level, so
+//   it grows when a cluster is raised from 1 to 2.
 
 func init() { registerAPI(kmsg.ApiVersions.Int16(), 0, 3, handleAPIVersions) }
 
-func handleAPIVersions(_ context.Context, _ *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleAPIVersions(_ context.Context, b *Broker, _ *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionKeys()
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, maxTransactionVersion
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	if level := b.cfg.TransactionVersion; level > 0 {
+		// As Kafka: only levels above 0 are finalized, with the minimum
+		// level (deprecated) equal to the level.
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, level, level
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		resp.FinalizedFeaturesEpoch = int64(level)
+	}
 	return resp, nil
+}
+
+// Kafka's transaction.version feature: level 2 is transactions v2.
+const (
+	transactionVersionFeature       = "transaction.version"
+	maxTransactionVersion     int16 = 2
+)
+
+// txnV2 reports whether a request at version of a transactions v2 API
+// (Produce v12+, TxnOffsetCommit v5+, with their first v2 versions in
+// fromVersion) runs under transactions v2: the broker finalized the
+// feature and the client used the version that goes with it. EndTxn v5+
+// is always v2, as in Kafka: a client sends it only after seeing the
+// feature.
+func (b *Broker) txnV2(version, fromVersion int16) bool {
+	return b.cfg.TransactionVersion >= maxTransactionVersion && version >= fromVersion
 }
 
 func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {

@@ -57,7 +57,7 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, rc *requestContext
 		}
 		if b.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
 			writable := b.checksFor(rc, acl.OpWrite, acl.ResourceTopic)
-			b.addPartitionsToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, false, req.Version, topics, func(topic string) bool {
+			b.addPartitionsToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, false, false, req.Version, topics, func(topic string) bool {
 				return !isInternalTopic(topic) && writable.allowed(topic)
 			})
 		} else {
@@ -86,7 +86,9 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, rc *requestContext
 		for i, t := range tr.Topics {
 			topics[i] = txnTopic{topic: t.Topic, partitions: t.Partitions}
 		}
-		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, req.Version, topics, nil)
+		// A broker adds (not VerifyOnly) only for a transactions v2
+		// Produce or TxnOffsetCommit.
+		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, !tr.VerifyOnly, req.Version, topics, nil)
 		rtr := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtr.TransactionalID = tr.TransactionalID
 		for _, t := range topics {
@@ -105,9 +107,9 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, rc *requestContext
 }
 
 // addPartitionsToTxn adds (or verifies) one transaction's partitions and
-// fills in each partition's answer. writable, when not nil, says which
-// topics the client may add.
-func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly bool, version int16, topics []txnTopic, writable func(string) bool) {
+// fills in each partition's answer; v2 is a transactions v2 add. writable,
+// when not nil, says which topics the client may add.
+func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly, v2 bool, version int16, topics []txnTopic, writable func(string) bool) {
 	var parts []txn.TopicPartition
 	unknown := false
 	md := b.controller.Metadata()
@@ -156,7 +158,7 @@ func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID i
 		}
 		return
 	}
-	err := b.txns.AddPartitions(ctx, id, producerID, epoch, parts)
+	err := b.txns.AddPartitions(ctx, id, producerID, epoch, parts, v2)
 	if err != nil {
 		b.logger.Debug("AddPartitionsToTxn refused", "transactional_id", id, "err", err)
 	}

@@ -25,9 +25,14 @@ import (
 // * v2: PRODUCER_FENCED; older versions get INVALID_PRODUCER_EPOCH instead
 // * v3: flexible
 // * v4: TRANSACTION_ABORTABLE may be returned (KIP-890; not here)
-// * v5 (Kafka 4.0, transactions v2) is not served.
+// * v5: transactions v2 (KIP-890 part 2): every EndTxn bumps the producer
+//   epoch (the markers carry the bumped one), and the answer has the
+//   producer id and epoch the producer continues with (a new producer id
+//   at epoch 0 once the epochs run out); an abort with no transaction
+//   succeeds and bumps the epoch; a retry whose answer was lost (one epoch
+//   back) gets the same answer.
 
-func init() { registerAPI(kmsg.EndTxn.Int16(), 0, 4, handleEndTxn) }
+func init() { registerAPI(kmsg.EndTxn.Int16(), 0, 5, handleEndTxn) }
 
 func handleEndTxn(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
@@ -36,10 +41,11 @@ func handleEndTxn(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
 	}
-	err := b.txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+	next, err := b.txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5)
 	if err != nil {
 		b.logger.Debug("EndTxn refused", "transactional_id", req.TransactionalID, "commit", req.Commit, "err", err)
 	}
 	resp.ErrorCode = txnErrorCode(err, req.Version, 2)
+	resp.ProducerID, resp.ProducerEpoch = next.ID, next.Epoch
 	return resp, nil
 }

@@ -22,8 +22,11 @@ const verifyTimeout = 10 * time.Second
 // transaction would otherwise open one nobody ever ends). The coordinator
 // is asked directly when it is this broker, else with AddPartitionsToTxn
 // v4+ VerifyOnly. The result is each partition's error as Produce answers
-// it (produceVerifyError).
-func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, producerID int64, epoch int16, parts []txn.TopicPartition) map[txn.TopicPartition]error {
+// it (produceVerifyError). With add (transactions v2: the client sent no
+// AddPartitionsToTxn) the partitions are added to the transaction instead
+// (AddPartitionsToTxn v4+ without VerifyOnly), as Kafka 4's
+// AddPartitionsToTxnManager does for Produce v12+.
+func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, producerID int64, epoch int16, parts []txn.TopicPartition, add bool) map[txn.TopicPartition]error {
 	out := make(map[txn.TopicPartition]error, len(parts))
 	fail := func(err error) map[txn.TopicPartition]error {
 		for _, tp := range parts {
@@ -38,7 +41,10 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, producer
 		return fail(kerr.CoordinatorNotAvailable)
 	}
 	if leader := t.Partitions[p].Leader; leader != b.self.ID {
-		return b.verifyRemotely(ctx, leader, txnID, producerID, epoch, parts)
+		return b.verifyRemotely(ctx, leader, txnID, producerID, epoch, parts, add)
+	}
+	if add {
+		return fail(b.txns.AddPartitions(ctx, txnID, producerID, epoch, parts, true))
 	}
 	errs, err := b.txns.VerifyPartitions(txnID, producerID, epoch, parts)
 	if err != nil {
@@ -50,7 +56,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, producer
 	return out
 }
 
-func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID string, producerID int64, epoch int16, parts []txn.TopicPartition) map[txn.TopicPartition]error {
+func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID string, producerID int64, epoch int16, parts []txn.TopicPartition, add bool) map[txn.TopicPartition]error {
 	out := make(map[txn.TopicPartition]error, len(parts))
 	fail := func(err error) map[txn.TopicPartition]error {
 		for _, tp := range parts {
@@ -61,7 +67,7 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4
 	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = txnID, producerID, epoch, true
+	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = txnID, producerID, epoch, !add
 	txn.ByTopic(parts, func(topic string, partitions []int32) {
 		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
 		tt.Topic, tt.Partitions = topic, partitions
@@ -70,8 +76,9 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 	req.Transactions = append(req.Transactions, rt)
 	rctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
-	// VerifyOnly asks and changes nothing: safe to send again on a fresh
-	// connection when the coordinator's broker restarted since the last.
+	// VerifyOnly asks and changes nothing, and adding partitions already
+	// added changes nothing: safe to send again on a fresh connection when
+	// the coordinator's broker restarted since the last.
 	kresp, err := b.txnMarkers.verifyPeers.request(rctx, coordinator, req, true)
 	if err != nil {
 		// Kafka's AddPartitionsToTxnManager: an unknown or unreachable
@@ -139,7 +146,8 @@ func txnVerificationFrom(ctx context.Context) *replica.TxnVerification {
 
 // verifyTxnOffsetCommit verifies, as Kafka's GroupCoordinator does before
 // a TxnOffsetCommit, that the group's __consumer_offsets partition is in the
-// producer's ongoing transaction (AddOffsetsToTxn added it). It returns the
+// producer's ongoing transaction (AddOffsetsToTxn added it), or under
+// transactions v2 adds it. It returns the
 // context the commit must run under (carrying the guard) or the error every
 // partition of the request gets. When the partition is not led here there
 // is nothing to verify: the group coordinator answers NOT_COORDINATOR.
@@ -149,11 +157,14 @@ func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetC
 	if !ok || !part.State().IsLeader {
 		return ctx, nil
 	}
-	guard := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch)
+	// TxnOffsetCommit v5+ under transactions v2 adds the partition itself
+	// (the client sent no AddOffsetsToTxn).
+	v2 := b.txnV2(req.Version, 5)
+	guard := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch, v2)
 	if guard == nil {
 		return ctx, nil // the transaction is open on the partition already
 	}
-	if err := b.verifyTxnPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp})[tp]; err != nil {
+	if err := b.verifyTxnPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}, v2)[tp]; err != nil {
 		part.DropTxnVerification(guard)
 		return ctx, offsetCommitVerifyError(err)
 	}

@@ -204,11 +204,12 @@ func (h *harness) mustInit(id string) ProducerIDAndEpoch {
 }
 
 func (h *harness) add(id string, pe ProducerIDAndEpoch, parts ...TopicPartition) error {
-	return h.c.AddPartitions(context.Background(), id, pe.ID, pe.Epoch, parts)
+	return h.c.AddPartitions(context.Background(), id, pe.ID, pe.Epoch, parts, false)
 }
 
 func (h *harness) end(id string, pe ProducerIDAndEpoch, commit bool) error {
-	return h.c.EndTxn(context.Background(), id, pe.ID, pe.Epoch, commit)
+	_, err := h.c.EndTxn(context.Background(), id, pe.ID, pe.Epoch, commit, false)
+	return err
 }
 
 func (h *harness) state(id string) Metadata {

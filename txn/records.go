@@ -16,11 +16,15 @@ import (
 	"github.com/kbroker/kbroker/recordbatch"
 )
 
-// Kafka 3.9 writes version 0 of both (version 1, flexible, comes with
-// transactions v2 in 4.0).
+// Kafka 3.9 writes version 0 of both. Kafka 4 writes value version 1
+// (flexible, with the tagged PreviousProducerId, NextProducerId and
+// ClientTransactionVersion) under transactions v2; so does this, for the
+// states of v2 transactions only, so that an id that never used v2 keeps
+// records Kafka 3.9 reads.
 const (
-	keyVersion   = 0
-	valueVersion = 0
+	keyVersion     = 0
+	valueVersion   = 0
+	valueVersionV2 = 1
 )
 
 func recordKey(id string) []byte {
@@ -31,6 +35,12 @@ func recordKey(id string) []byte {
 func recordValue(m Metadata) []byte {
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = valueVersion
+	if m.TxnVersion >= txnV2 {
+		v.Version = valueVersionV2
+		v.PreviousProducerID = m.LastProducerID
+		v.NextProducerID = m.NextProducerID
+		v.ClientTransactionVersion = m.TxnVersion
+	}
 	v.ProducerID = m.ProducerID
 	v.ProducerEpoch = m.ProducerEpoch
 	v.TimeoutMillis = m.TimeoutMs
@@ -110,16 +120,18 @@ func decodeRecord(key, value []byte) (logRecord, bool, error) {
 	if value == nil {
 		return rec, true, nil
 	}
-	var v kmsg.TxnMetadataValue
+	v := kmsg.NewTxnMetadataValue() // the tagged fields' defaults (-1) when absent
 	if err := v.ReadFrom(value); err != nil {
 		return logRecord{}, false, fmt.Errorf("transaction value of %q: %w", k.TransactionalID, err)
 	}
 	m := Metadata{
 		TransactionalID:   k.TransactionalID,
 		ProducerID:        v.ProducerID,
-		LastProducerID:    noProducerID,
+		LastProducerID:    v.PreviousProducerID,
 		ProducerEpoch:     v.ProducerEpoch,
 		LastProducerEpoch: noProducerEpoch,
+		NextProducerID:    v.NextProducerID,
+		TxnVersion:        v.ClientTransactionVersion,
 		TimeoutMs:         v.TimeoutMillis,
 		State:             State(v.State),
 		StartMs:           v.StartTimestamp,

@@ -109,11 +109,13 @@ func (c *Coordinator) writeFence(ctx context.Context, ps *partitionState, next M
 
 // AddPartitions is AddPartitionsToTxn for one transaction (and
 // AddOffsetsToTxn, with the group's __consumer_offsets partition): the
-// partitions join the transaction, which becomes Ongoing.
-func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition) error {
+// partitions join the transaction, which becomes Ongoing. v2 is the
+// implicit add of transactions v2 (a Produce v12+ or TxnOffsetCommit v5+
+// on a partition not yet in the transaction, asked by its leader).
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition, v2 bool) error {
 	parts = union(nil, parts)
 	return c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
-		return planAddPartitions(cur, pending, producerID, epoch, parts, nowMs)
+		return planAddPartitions(cur, pending, producerID, epoch, parts, v2, nowMs)
 	}, nil)
 }
 
@@ -202,11 +204,29 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 // EndTxn commits or aborts the id's ongoing transaction: PrepareCommit or
 // PrepareAbort is written (acks=all) before answering; the markers and the
 // completion follow in the background. A retry of an EndTxn that already
-// completed the same way succeeds.
-func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) error {
-	return c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
-		return planEndTxn(cur, pending, producerID, epoch, commit, nowMs)
-	}, func(ps *partitionState, e *entry) { c.completeLocked(ps, id, e) })
+// completed the same way succeeds. v2 is an EndTxn v5+ (transactions v2):
+// the epoch is bumped (planEndTxn). It returns the producer id and epoch
+// the producer continues with.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit, v2 bool) (ProducerIDAndEpoch, error) {
+	newID := noProducerID
+	for {
+		var answer ProducerIDAndEpoch
+		err := c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
+			plan, err := planEndTxn(cur, pending, producerID, epoch, commit, v2, newID, nowMs)
+			answer = plan.answer
+			return plan.next, plan.write, err
+		}, func(ps *partitionState, e *entry) { c.completeLocked(ps, id, e) })
+		if errors.Is(err, errNeedProducerID) {
+			if newID, err = c.producers(); err != nil {
+				return ProducerIDAndEpoch{ID: noProducerID, Epoch: noProducerEpoch}, fmt.Errorf("allocating a producer id: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return ProducerIDAndEpoch{ID: noProducerID, Epoch: noProducerEpoch}, err
+		}
+		return answer, nil
+	}
 }
 
 // Describe is DescribeTransactions for one id:

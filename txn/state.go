@@ -114,13 +114,23 @@ type Metadata struct {
 	TransactionalID string
 	ProducerID      int64
 	// LastProducerID and LastProducerEpoch let a producer that lost the
-	// answer to an epoch bump retry it (KIP-360). As in Kafka 3.9 they are
-	// not stored in the log.
+	// answer to an epoch bump retry it (KIP-360). LastProducerID is stored
+	// (as PreviousProducerId) only in transactions v2 records, as Kafka 4
+	// does; LastProducerEpoch never is.
 	LastProducerID    int64
 	ProducerEpoch     int16
 	LastProducerEpoch int16
-	TimeoutMs         int32
-	State             State
+	// NextProducerID is the producer id a transactions v2 EndTxn handed
+	// out when the current one ran out of epochs: it becomes ProducerID
+	// (at epoch 0) when the transaction completes. -1 when none.
+	NextProducerID int64
+	// TxnVersion is Kafka's clientTransactionVersion: 2 when the current
+	// (or last) transaction runs under transactions v2 (KIP-890 part 2:
+	// partitions added by Produce v12+ and TxnOffsetCommit v5+, the epoch
+	// bumped by every EndTxn v5+), else 0.
+	TxnVersion int16
+	TimeoutMs  int32
+	State      State
 	// Partitions is sorted and without duplicates.
 	Partitions []TopicPartition
 	StartMs    int64 // when the transaction began (first partition added); -1 none
@@ -142,6 +152,7 @@ func newMetadata(id string, producerID int64, timeoutMs int32, nowMs int64) Meta
 		LastProducerID:    noProducerID,
 		ProducerEpoch:     noProducerEpoch,
 		LastProducerEpoch: noProducerEpoch,
+		NextProducerID:    noProducerID,
 		TimeoutMs:         timeoutMs,
 		State:             Empty,
 		StartMs:           -1,
@@ -298,15 +309,22 @@ func planFence(cur Metadata, pending bool, nowMs int64) (Metadata, error) {
 	next.ProducerEpoch++
 	next.LastProducerEpoch = noProducerEpoch
 	next.State = PrepareAbort
+	// The fenced producer's EndTxn must find its epoch gone, not a v2
+	// "retry of the bump" (Kafka bumps a v2 fence twice for the same
+	// effect): PRODUCER_FENCED either way.
+	next.TxnVersion = 0
 	next.UpdateMs = nowMs
 	return next, nil
 }
 
 // planAddPartitions is handleAddPartitionsToTransaction's decision. write is
 // false when nothing changes (the partitions are already in the ongoing
-// transaction): answer at once.
-func planAddPartitions(cur Metadata, pending bool, producerID int64, epoch int16, parts []TopicPartition, nowMs int64) (next Metadata, write bool, err error) {
+// transaction): answer at once. v2 is a transactions v2 add (Produce v12+,
+// TxnOffsetCommit v5+): the transaction it starts is a v2 one.
+func planAddPartitions(cur Metadata, pending bool, producerID int64, epoch int16, parts []TopicPartition, v2 bool, nowMs int64) (next Metadata, write bool, err error) {
 	switch {
+	case awaitsNextProducerID(cur, pending, producerID, epoch):
+		return Metadata{}, false, kerr.ConcurrentTransactions
 	case cur.ProducerID != producerID:
 		return Metadata{}, false, kerr.InvalidProducerIDMapping
 	case cur.ProducerEpoch != epoch:
@@ -322,11 +340,24 @@ func planAddPartitions(cur Metadata, pending bool, producerID int64, epoch int16
 	next = cur
 	if cur.State != Ongoing {
 		next.StartMs = nowMs
+		next.TxnVersion = 0
+	}
+	if v2 {
+		next.TxnVersion = txnV2
 	}
 	next.State = Ongoing
 	next.Partitions = union(cur.Partitions, parts)
 	next.UpdateMs = nowMs
 	return next, true, nil
+}
+
+// awaitsNextProducerID: the request comes from a producer that a v2 EndTxn
+// moved to a new producer id (its epochs ran out) while that transaction
+// is still completing; it is told to wait, as any request during a
+// completion, instead of being refused as an unknown producer.
+func awaitsNextProducerID(cur Metadata, pending bool, producerID int64, epoch int16) bool {
+	return cur.NextProducerID >= 0 && producerID == cur.NextProducerID && epoch == 0 &&
+		(pending || cur.State == PrepareCommit || cur.State == PrepareAbort)
 }
 
 // verifyPartitions is handleVerifyPartitionsInTransaction (KIP-890 part 1):
@@ -350,46 +381,136 @@ func verifyPartitions(cur Metadata, producerID int64, epoch int16, parts []Topic
 	return out, nil
 }
 
-// planEndTxn is endTransaction's decision for a client's EndTxn. write is
-// false with a nil error when the transaction already ended the same way (a
-// retry after the answer was lost).
-func planEndTxn(cur Metadata, pending bool, producerID int64, epoch int16, commit bool, nowMs int64) (next Metadata, write bool, err error) {
+// txnV2 is TransactionVersion.TV_2 (KIP-890 part 2).
+const txnV2 int16 = 2
+
+// endPlan is what EndTxn does.
+type endPlan struct {
+	next  Metadata
+	write bool // false: answer at once (a retry of an ended transaction)
+	// answer is the producer id and epoch EndTxn v5+ returns: the ones the
+	// producer uses from now on.
+	answer ProducerIDAndEpoch
+}
+
+// planEndTxn is endTransaction's decision for a client's EndTxn; v2 is an
+// EndTxn v5+ (transactions v2), which bumps the epoch: the markers carry
+// the bumped epoch, so a late write of the ended transaction is fenced on
+// every partition, and the producer gets it for its next transaction (or,
+// once the epochs run out, newID at epoch 0: with newID < 0 it returns
+// errNeedProducerID). Under v2 an abort with no transaction is legal (the
+// producer cannot know whether a failed Produce added a partition) and
+// bumps the epoch too.
+func planEndTxn(cur Metadata, pending bool, producerID int64, epoch int16, commit, v2 bool, newID int64, nowMs int64) (endPlan, error) {
+	curV2 := cur.TxnVersion >= txnV2
+	// The retries of a v2 EndTxn whose answer was lost: the epoch it bumped
+	// (or the producer id it rotated) is the one stored.
+	retryOnBump := curV2 && int32(cur.ProducerEpoch) == int32(epoch)+1
+	retryOnRotation := curV2 && producerID != cur.ProducerID && producerID == cur.LastProducerID &&
+		epoch == math.MaxInt16-1 && cur.ProducerEpoch == 0
+	isRetry := retryOnBump || retryOnRotation
+	validEpoch := epoch == cur.ProducerEpoch
+	if curV2 {
+		switch cur.State {
+		case PrepareCommit, PrepareAbort:
+			// Kafka 4 accepts only a retry's epoch here; the bumped
+			// epoch is accepted too, so that the producer's next
+			// EndTxn (an abort of nothing) waits for the completion
+			// instead of being fenced by its own new epoch.
+			validEpoch = validEpoch || retryOnBump
+		case CompleteCommit, CompleteAbort:
+			validEpoch = validEpoch || isRetry
+		}
+	}
 	switch {
-	case cur.ProducerID != producerID:
-		return Metadata{}, false, kerr.InvalidProducerIDMapping
-	case epoch != cur.ProducerEpoch:
-		return Metadata{}, false, kerr.ProducerFenced
+	case cur.ProducerID != producerID && !retryOnRotation:
+		return endPlan{}, kerr.InvalidProducerIDMapping
+	case !validEpoch:
+		return endPlan{}, kerr.ProducerFenced
 	case pending:
-		return Metadata{}, false, kerr.ConcurrentTransactions
+		return endPlan{}, kerr.ConcurrentTransactions
 	}
 	prepare, complete := PrepareAbort, CompleteAbort
 	if commit {
 		prepare, complete = PrepareCommit, CompleteCommit
 	}
-	switch cur.State {
-	case Ongoing:
-		next = cur
-		next.State = prepare
-		next.UpdateMs = nowMs
-		return next, true, nil
-	case complete:
-		return cur, false, nil
-	case prepare:
-		return Metadata{}, false, kerr.ConcurrentTransactions
-	case Empty, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort:
-		return Metadata{}, false, fmt.Errorf("%w: transactional id %q is %s, cannot %s",
+	invalid := func() (endPlan, error) {
+		return endPlan{}, fmt.Errorf("%w: transactional id %q is %s, cannot %s",
 			kerr.InvalidTxnState, cur.TransactionalID, cur.State, map[bool]string{true: "commit", false: "abort"}[commit])
 	}
-	return Metadata{}, false, errIllegalState(cur, prepare)
+	current := endPlan{next: cur, answer: ProducerIDAndEpoch{ID: cur.ProducerID, Epoch: cur.ProducerEpoch}}
+	switch cur.State {
+	case Ongoing:
+		return prepareEnd(cur, prepare, v2, newID, nowMs)
+	case CompleteCommit, CompleteAbort:
+		switch {
+		case isRetry && cur.State == complete:
+			return current, nil
+		case isRetry:
+			return invalid()
+		case v2 && !commit:
+			return prepareEnd(cur, PrepareAbort, v2, newID, nowMs)
+		case !curV2 && cur.State == complete:
+			return current, nil // a v1 retry: same epoch
+		}
+		return invalid()
+	case Empty:
+		if v2 && !commit {
+			return prepareEnd(cur, PrepareAbort, v2, newID, nowMs)
+		}
+		return invalid()
+	case prepare:
+		return endPlan{}, kerr.ConcurrentTransactions
+	case PrepareCommit, PrepareAbort:
+		return invalid()
+	}
+	return endPlan{}, errIllegalState(cur, prepare)
+}
+
+// prepareEnd is prepareAbortOrCommit: cur (Ongoing, or with no transaction
+// for a v2 abort) becomes prepare.
+func prepareEnd(cur Metadata, prepare State, v2 bool, newID int64, nowMs int64) (endPlan, error) {
+	next := cur
+	next.State = prepare
+	next.UpdateMs = nowMs
+	next.TxnVersion = 0
+	if cur.State != Ongoing {
+		next.Partitions = nil
+		next.StartMs = nowMs
+	}
+	answer := ProducerIDAndEpoch{ID: cur.ProducerID, Epoch: cur.ProducerEpoch}
+	if v2 {
+		if cur.ProducerEpoch == math.MaxInt16 {
+			return endPlan{}, fmt.Errorf("%w: producer id %d has no epoch left to bump", kerr.UnknownServerError, cur.ProducerID)
+		}
+		next.TxnVersion = txnV2
+		next.ProducerEpoch, next.LastProducerEpoch = cur.ProducerEpoch+1, cur.ProducerEpoch
+		answer.Epoch = next.ProducerEpoch
+		if epochExhausted(cur.ProducerEpoch) {
+			// The markers take the last epoch; the producer continues
+			// under a new id.
+			if newID < 0 {
+				return endPlan{}, errNeedProducerID
+			}
+			next.NextProducerID = newID
+			answer = ProducerIDAndEpoch{ID: newID, Epoch: 0}
+		}
+	}
+	return endPlan{next: next, write: true, answer: answer}, nil
 }
 
 // completed is prepareComplete: the markers are written, the transaction is
-// over.
+// over. A v2 transaction that rotated the producer id moves to it here.
 func completed(cur Metadata, nowMs int64) Metadata {
 	next := cur
 	next.State = CompleteAbort
 	if cur.State == PrepareCommit {
 		next.State = CompleteCommit
+	}
+	if cur.TxnVersion >= txnV2 && cur.NextProducerID >= 0 {
+		next.LastProducerID, next.ProducerID = cur.ProducerID, cur.NextProducerID
+		next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, 0
+		next.NextProducerID = noProducerID
 	}
 	next.Partitions = nil
 	next.UpdateMs = nowMs

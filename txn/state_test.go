@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -44,7 +45,7 @@ func TestValidTransitions(t *testing.T) {
 
 func meta(state State, pid int64, epoch int16) Metadata {
 	return Metadata{TransactionalID: "t", ProducerID: pid, LastProducerID: -1, ProducerEpoch: epoch,
-		LastProducerEpoch: -1, TimeoutMs: 60000, State: state, StartMs: -1, UpdateMs: 1}
+		LastProducerEpoch: -1, NextProducerID: -1, TimeoutMs: 60000, State: state, StartMs: -1, UpdateMs: 1}
 }
 
 func withLast(m Metadata, lastPID int64, lastEpoch int16) Metadata {
@@ -171,7 +172,7 @@ func TestPlanAddPartitions(t *testing.T) {
 		{name: "committing", cur: meta(PrepareCommit, 1, 0), pid: 1, epoch: 0, parts: []TopicPartition{tpB}, wantErr: kerr.ConcurrentTransactions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, write, err := planAddPartitions(tc.cur, tc.pending, tc.pid, tc.epoch, union(nil, tc.parts), 50)
+			n, write, err := planAddPartitions(tc.cur, tc.pending, tc.pid, tc.epoch, union(nil, tc.parts), false, 50)
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -243,7 +244,11 @@ func TestPlanEndTxn(t *testing.T) {
 		{cur: ongoing(1, 2, tpA), pid: 1, epoch: 3, commit: true, wantErr: kerr.ProducerFenced},
 		{cur: ongoing(1, 0, tpA), pending: true, pid: 1, commit: true, wantErr: kerr.ConcurrentTransactions},
 	} {
-		n, write, err := planEndTxn(tc.cur, tc.pending, tc.pid, tc.epoch, tc.commit, 70)
+		plan, err := planEndTxn(tc.cur, tc.pending, tc.pid, tc.epoch, tc.commit, false, -1, 70)
+		n, write := plan.next, plan.write
+		if err == nil && (plan.answer != ProducerIDAndEpoch{ID: tc.cur.ProducerID, Epoch: tc.cur.ProducerEpoch}) {
+			t.Errorf("%s commit=%v: v1 answer %+v changed the producer", tc.cur.State, tc.commit, plan.answer)
+		}
 		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || write != tc.wantWrite {
 			t.Errorf("%s commit=%v pid %d epoch %d: write %v err %v, want write %v err %v",
 				tc.cur.State, tc.commit, tc.pid, tc.epoch, write, err, tc.wantWrite, tc.wantErr)
@@ -328,5 +333,158 @@ func TestByTopicGroupsInFirstAppearanceOrder(t *testing.T) {
 	})
 	if want := []string{"b[1 0]", "a[0 2]"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ByTopic = %v, want %v", got, want)
+	}
+}
+
+// v2 marks metadata as written by a transactions v2 request.
+func v2(m Metadata) Metadata {
+	m.TxnVersion = txnV2
+	return m
+}
+
+// TestPlanEndTxnV2 is EndTxn v5+ (KIP-890 part 2): every end bumps the
+// epoch the markers and the producer's next transaction use; the lost
+// answer's retry (one epoch back, or the old producer id after a
+// rotation) gets the same answer; an abort with no transaction is legal;
+// a stale epoch is fenced.
+func TestPlanEndTxnV2(t *testing.T) {
+	const maxEpoch = math.MaxInt16
+	rotated := v2(meta(CompleteCommit, 9, 0)) // pid 1 ran out and moved to 9
+	rotated.LastProducerID = 1
+	preparedRotation := v2(ongoing(1, maxEpoch, tpA))
+	preparedRotation.State, preparedRotation.NextProducerID = PrepareCommit, 9
+	for _, tc := range []struct {
+		name       string
+		cur        Metadata
+		pending    bool
+		pid        int64
+		epoch      int16
+		commit     bool
+		newID      int64
+		wantErr    error
+		wantWrite  bool
+		wantState  State
+		wantAnswer ProducerIDAndEpoch
+		wantNext   int64 // NextProducerID written
+	}{
+		{name: "commit bumps", cur: ongoing(1, 4, tpA), pid: 1, epoch: 4, commit: true,
+			wantWrite: true, wantState: PrepareCommit, wantAnswer: ProducerIDAndEpoch{1, 5}, wantNext: -1},
+		{name: "abort bumps", cur: ongoing(1, 4, tpA), pid: 1, epoch: 4,
+			wantWrite: true, wantState: PrepareAbort, wantAnswer: ProducerIDAndEpoch{1, 5}, wantNext: -1},
+		{name: "retry after completion", cur: v2(meta(CompleteCommit, 1, 5)), pid: 1, epoch: 4, commit: true,
+			wantAnswer: ProducerIDAndEpoch{1, 5}},
+		{name: "retry with the other outcome", cur: v2(meta(CompleteCommit, 1, 5)), pid: 1, epoch: 4,
+			wantErr: kerr.InvalidTxnState},
+		{name: "retry while completing", cur: v2(meta(PrepareCommit, 1, 5)), pending: true, pid: 1, epoch: 4, commit: true,
+			wantErr: kerr.ConcurrentTransactions},
+		{name: "next end while completing waits", cur: v2(meta(PrepareCommit, 1, 5)), pending: true, pid: 1, epoch: 5,
+			wantErr: kerr.ConcurrentTransactions},
+		{name: "two epochs back", cur: v2(meta(CompleteCommit, 1, 6)), pid: 1, epoch: 4, commit: true,
+			wantErr: kerr.ProducerFenced},
+		{name: "stale end of a new transaction", cur: v2(ongoing(1, 5, tpA)), pid: 1, epoch: 4, commit: true,
+			wantErr: kerr.ProducerFenced},
+		{name: "empty abort after a commit", cur: v2(meta(CompleteCommit, 1, 5)), pid: 1, epoch: 5,
+			wantWrite: true, wantState: PrepareAbort, wantAnswer: ProducerIDAndEpoch{1, 6}, wantNext: -1},
+		{name: "empty abort after init", cur: meta(Empty, 1, 0), pid: 1, epoch: 0,
+			wantWrite: true, wantState: PrepareAbort, wantAnswer: ProducerIDAndEpoch{1, 1}, wantNext: -1},
+		{name: "empty commit", cur: meta(Empty, 1, 0), pid: 1, epoch: 0, commit: true, wantErr: kerr.InvalidTxnState},
+		{name: "v1 transaction ended by v5", cur: meta(CompleteCommit, 1, 3), pid: 1, epoch: 3, commit: true,
+			wantAnswer: ProducerIDAndEpoch{1, 3}},
+		{name: "fenced producer (v1 fence)", cur: meta(CompleteAbort, 1, 5), pid: 1, epoch: 4, commit: true,
+			wantErr: kerr.ProducerFenced},
+		{name: "last epochs: rotation needs an id", cur: ongoing(1, maxEpoch-1, tpA), pid: 1, epoch: maxEpoch - 1, commit: true,
+			newID: -1, wantErr: errNeedProducerID},
+		{name: "last epochs: rotation", cur: ongoing(1, maxEpoch-1, tpA), pid: 1, epoch: maxEpoch - 1, commit: true,
+			newID: 9, wantWrite: true, wantState: PrepareCommit, wantAnswer: ProducerIDAndEpoch{9, 0}, wantNext: 9},
+		{name: "retry of the rotation", cur: rotated, pid: 1, epoch: maxEpoch - 1, commit: true,
+			wantAnswer: ProducerIDAndEpoch{9, 0}},
+		{name: "old id, not a rotation retry", cur: rotated, pid: 1, epoch: 3, commit: true,
+			wantErr: kerr.InvalidProducerIDMapping},
+		{name: "rotation still completing", cur: preparedRotation, pending: true, pid: 1, epoch: maxEpoch - 1, commit: true,
+			wantErr: kerr.ConcurrentTransactions},
+	} {
+		plan, err := planEndTxn(tc.cur, tc.pending, tc.pid, tc.epoch, tc.commit, true, tc.newID, 70)
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || plan.write != tc.wantWrite {
+			t.Errorf("%s: write %v err %v, want write %v err %v", tc.name, plan.write, err, tc.wantWrite, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if plan.answer != tc.wantAnswer {
+			t.Errorf("%s: answer %+v, want %+v", tc.name, plan.answer, tc.wantAnswer)
+		}
+		if !plan.write {
+			continue
+		}
+		n := plan.next
+		if n.State != tc.wantState || n.TxnVersion != txnV2 || n.NextProducerID != tc.wantNext ||
+			n.ProducerEpoch != tc.cur.ProducerEpoch+1 || n.ProducerID != tc.cur.ProducerID {
+			t.Errorf("%s: next = %+v", tc.name, n)
+		}
+		if tc.cur.State != Ongoing && n.Partitions != nil {
+			t.Errorf("%s: an empty abort has partitions %v", tc.name, n.Partitions)
+		}
+	}
+}
+
+// TestCompletedV2Rotation: a v2 transaction that rotated the producer id
+// completes onto the new id at epoch 0, remembering the old one for the
+// retry; the markers (from the prepared state) carry the old id's last
+// epoch.
+func TestCompletedV2Rotation(t *testing.T) {
+	prepared := v2(ongoing(1, math.MaxInt16, tpA))
+	prepared.State, prepared.NextProducerID = PrepareCommit, 9
+	c := completed(prepared, 80)
+	if c.State != CompleteCommit || c.ProducerID != 9 || c.ProducerEpoch != 0 || c.LastProducerID != 1 ||
+		c.NextProducerID != -1 || c.TxnVersion != txnV2 {
+		t.Errorf("completed = %+v", c)
+	}
+	plain := completed(v2(ongoingPrepared(PrepareCommit)), 80)
+	if plain.ProducerID != ongoingPrepared(PrepareCommit).ProducerID || plain.NextProducerID != -1 {
+		t.Errorf("completed without rotation = %+v", plain)
+	}
+}
+
+// TestPlanAddPartitionsV2: an implicit add (Produce v12+) starts a v2
+// transaction; a producer already moved to its next id by a rotation
+// waits for the completion instead of being refused as unknown.
+func TestPlanAddPartitionsV2(t *testing.T) {
+	n, write, err := planAddPartitions(v2(meta(CompleteCommit, 1, 5)), false, 1, 5, []TopicPartition{tpA}, true, 50)
+	if err != nil || !write || n.State != Ongoing || n.TxnVersion != txnV2 || n.StartMs != 50 {
+		t.Errorf("v2 add = %+v %v %v", n, write, err)
+	}
+	n, _, err = planAddPartitions(v2(meta(CompleteCommit, 1, 5)), false, 1, 5, []TopicPartition{tpA}, false, 50)
+	if err != nil || n.TxnVersion != 0 {
+		t.Errorf("v1 add after a v2 transaction = %+v %v", n, err)
+	}
+	prepared := v2(ongoing(1, math.MaxInt16, tpA))
+	prepared.State, prepared.NextProducerID = PrepareCommit, 9
+	if _, _, err := planAddPartitions(prepared, true, 9, 0, []TopicPartition{tpA}, true, 50); !errors.Is(err, kerr.ConcurrentTransactions) {
+		t.Errorf("add under the next producer id while completing: %v", err)
+	}
+	if _, _, err := planAddPartitions(prepared, true, 9, 1, []TopicPartition{tpA}, true, 50); !errors.Is(err, kerr.InvalidProducerIDMapping) {
+		t.Errorf("add under the next producer id at a wrong epoch: %v", err)
+	}
+}
+
+// TestRecordsRoundTripV2: v2 states are written as value version 1 with
+// the tagged fields, which a load reads back.
+func TestRecordsRoundTripV2(t *testing.T) {
+	m := v2(ongoing(42, 7, tpA))
+	m.State, m.LastProducerID, m.NextProducerID = PrepareCommit, 41, 99
+	batch := buildBatch([]Metadata{m}, 1234)
+	recs, err := decodeBatch(batch)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("decode: %v %+v", err, recs)
+	}
+	if got := *recs[0].meta; !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+	if v := binary.BigEndian.Uint16(recordValue(m)); v != valueVersionV2 {
+		t.Errorf("value version %d, want %d", v, valueVersionV2)
+	}
+	if v := binary.BigEndian.Uint16(recordValue(meta(Ongoing, 1, 0))); v != valueVersion {
+		t.Errorf("v1 transaction's value version %d, want %d", v, valueVersion)
 	}
 }

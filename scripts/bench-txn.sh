@@ -35,5 +35,8 @@ fi
 say "== 1. produce: transactional ($TXN_RECORDS records per transaction) / idempotent without transactions"
 "$bin/kbench" "${common[@]}" --consume=false --vs-variant "--txn-records 0" "$@"
 say
-say "== 2. consume transactionally written data: read_committed / read_uncommitted"
+say "== 2. produce: transactional ($TXN_RECORDS records per transaction) / idempotent flushed every $TXN_RECORDS records"
+"$bin/kbench" "${common[@]}" --consume=false --vs-variant "--txn-records 0 --flush-every $TXN_RECORDS" "$@"
+say
+say "== 3. consume transactionally written data: read_committed / read_uncommitted"
 "$bin/kbench" "${common[@]}" --isolation read_committed --vs-variant "--isolation read_uncommitted" "$@"

@@ -348,10 +348,10 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r 
 		})
 	}
 
-	var committed time.Duration // with transactions: start to the last commit's answer
+	var committed time.Duration // in groups (transactions, --flush-every): start to the last group's end
 	switch {
-	case w.cfg.txnRecords > 0:
-		if err := w.sendTransactions(ctx, cl, n, func(i int) { send(i, time.Now()) }); err != nil {
+	case w.cfg.txnRecords > 0 || w.cfg.flushEvery > 0:
+		if err := w.sendGroups(ctx, cl, n, func(i int) { send(i, time.Now()) }); err != nil {
 			r.Records = int(done.Load() - failed.Load())
 			return fmt.Errorf("produce: %w", err)
 		}
@@ -401,7 +401,8 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r 
 	}
 	elapsed := time.Duration(lastAck.Load())
 	if committed > 0 {
-		// The last commit, not the last ack, ends a transactional run.
+		// The last commit (or flush), not the last ack, ends a run in
+		// groups.
 		elapsed = committed
 	}
 	ok := make([]time.Duration, 0, n)
@@ -424,23 +425,32 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, topic string, r 
 	return nil
 }
 
-// sendTransactions sends records 0..n-1 with send, cfg.txnRecords per
-// transaction: begin, send, flush (every record acknowledged), commit.
-// It returns when the last commit has been answered.
-func (w *workload) sendTransactions(ctx context.Context, cl *kgo.Client, n int, send func(i int)) error {
-	per := w.cfg.txnRecords
+// sendGroups sends records 0..n-1 with send in groups: with transactions,
+// cfg.txnRecords per transaction (begin, send, flush: every record
+// acknowledged, commit); without, cfg.flushEvery per flush. It returns
+// when the last group has ended.
+func (w *workload) sendGroups(ctx context.Context, cl *kgo.Client, n int, send func(i int)) error {
+	txn := w.cfg.txnRecords > 0
+	per := w.cfg.flushEvery
+	if txn {
+		per = w.cfg.txnRecords
+	}
 	for first := 0; first < n; first += per {
-		if err := cl.BeginTransaction(); err != nil {
-			return fmt.Errorf("begin transaction at record %d: %w", first, err)
+		if txn {
+			if err := cl.BeginTransaction(); err != nil {
+				return fmt.Errorf("begin transaction at record %d: %w", first, err)
+			}
 		}
 		for i := first; i < min(first+per, n); i++ {
 			send(i)
 		}
 		if err := cl.Flush(ctx); err != nil {
-			return fmt.Errorf("flush transaction at record %d: %w", first, err)
+			return fmt.Errorf("flush at record %d: %w", first, err)
 		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return fmt.Errorf("commit transaction at record %d: %w", first, err)
+		if txn {
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				return fmt.Errorf("commit transaction at record %d: %w", first, err)
+			}
 		}
 	}
 	return nil

@@ -41,6 +41,7 @@ type config struct {
 	brokerArgs   []string           // --kbroker-arg: extra args for the kbroker binary
 	topicConfigs map[string]*string // --topic-config: configs of the created topic
 	txnRecords   int                // --txn-records: records per transaction, 0 = no transactions
+	flushEvery   int                // --flush-every: without transactions, flush after every N records; 0 = never
 	isolation    string             // --isolation: the consumer's read_uncommitted or read_committed
 	security     string             // --security: the listener the clients use: plaintext, ssl or sasl_ssl
 	// securedListeners: a started kbroker also serves SSL and SASL_SSL
@@ -182,6 +183,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagValues) {
 	fs.StringVar(&c.jsonOut, "json-out", "", "also write the JSON report to this `file` (the table still goes to stdout)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "bound on each workload run (topic creation + produce + consume)")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 30*time.Second, "how long a started --kbroker may take to answer")
+	fs.IntVar(&c.flushEvery, "flush-every", 0, "without transactions: send N records, flush (wait until every one is acknowledged), and so on: the acknowledgement points a transaction of N records has, without the transaction (compare with --vs-variant \"--txn-records 0 --flush-every N\"); 0 = never flush")
 	fs.IntVar(&c.txnRecords, "txn-records", 0, "records per transaction with a transactional producer (begin, produce N, flush, commit; the produce time includes every commit); 0 = no transactions; requires --acks all and idempotence")
 	fs.StringVar(&c.isolation, "isolation", readUncommitted, "the consumer's isolation level: read_uncommitted or read_committed")
 	fs.StringVar(&c.security, "security", secPlaintext, "with --kbroker: the listener the producer and consumer use, plaintext, ssl or sasl_ssl (SCRAM-SHA-512); with ssl or sasl_ssl kbench makes a throwaway CA and certificates and starts the broker with PLAINTEXT, SSL and SASL_SSL listeners")
@@ -328,6 +330,12 @@ func (c *config) validate() error {
 	}
 	if c.txnRecords > 0 && !c.idempotent {
 		return errors.New("--txn-records needs an idempotent producer (--acks all)")
+	}
+	if c.flushEvery < 0 {
+		return fmt.Errorf("--flush-every must be >= 0, got %d", c.flushEvery)
+	}
+	if c.flushEvery > 0 && (c.txnRecords > 0 || c.rate > 0) {
+		return errors.New("--flush-every is for a producer without transactions (a transaction flushes itself) sending as fast as possible (no --rate)")
 	}
 	if c.txnRecords > 0 && c.rate > 0 {
 		return errors.New("--txn-records and --rate cannot be combined (a transaction's records are sent as fast as possible)")

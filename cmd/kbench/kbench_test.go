@@ -185,6 +185,11 @@ func TestParseFlags(t *testing.T) {
 				v != nil && v.txnRecords == 0 && v.isolation == readCommitted && v.records == 5000 && v.acks == "all" &&
 				v.idempotent && v.kbrokerPath == "/bin/kbroker" && len(v.brokerArgs) == 1 && v.variant == nil && v.variantArgs == nil
 		}},
+		// The transaction's own cost: against an idempotent producer
+		// flushing at the same points.
+		{[]string{"--kbroker", "/bin/kbroker", "--acks", "all", "--txn-records", "100", "--vs-variant", "--txn-records 0 --flush-every 100"}, func(c *config) bool {
+			return c.txnRecords == 100 && c.flushEvery == 0 && c.variant != nil && c.variant.txnRecords == 0 && c.variant.flushEvery == 100
+		}},
 		// Idle connections held in one arm only.
 		{[]string{"--kbroker", "/bin/kbroker", "--rate", "5000", "--idle-conns", "10000", "--vs-variant", "--idle-conns 0"}, func(c *config) bool {
 			return c.idleConns == 10000 && c.variant != nil && c.variant.idleConns == 0 && c.variant.rate == 5000
@@ -310,6 +315,9 @@ func TestParseFlags(t *testing.T) {
 		{"--kfake", "--acks", "all", "--idempotent=false", "--txn-records", "10"}, // needs idempotence
 		{"--kfake", "--acks", "all", "--txn-records", "-1"},
 		{"--kfake", "--acks", "all", "--txn-records", "10", "--rate", "100"},
+		{"--kfake", "--acks", "all", "--txn-records", "10", "--flush-every", "10"}, // a transaction flushes itself
+		{"--kfake", "--flush-every", "10", "--rate", "100"},
+		{"--kfake", "--flush-every", "-1"},
 		{"--kfake", "--isolation", "read_uncommited"},
 		{"--kfake", "--vs-variant", ""},                                  // no flags
 		{"--kfake", "--vs-variant", "--runs 3"},                          // same runs for both

@@ -151,10 +151,10 @@ func writeJSONFile(path string, r *report) error {
 }
 
 func (r *report) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, isolation=%v, security=%v, acls=%v, idle-conns=%v, loadavg %v\n",
+	fmt.Fprintf(w, "kbench: %v records x %v B, %v partitions, rf %v, acks=%v, compression=%v, rate=%v, idempotent=%v, linger=%v, batch-max-bytes=%v, txn-records=%v, flush-every=%v, isolation=%v, security=%v, acls=%v, idle-conns=%v, loadavg %v\n",
 		r.Config["records"], r.Config["record_size"], r.Config["partitions"], r.Config["replication_factor"],
 		r.Config["acks"], r.Config["compression"], r.Config["rate"], r.Config["idempotent"],
-		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["isolation"], r.Config["security"], r.Config["acls"], r.Config["idle_conns"], r.Config["loadavg"])
+		r.Config["linger"], r.Config["batch_max_bytes"], r.Config["txn_records"], r.Config["flush_every"], r.Config["isolation"], r.Config["security"], r.Config["acls"], r.Config["idle_conns"], r.Config["loadavg"])
 	if v, ok := r.Config["vs_variant"]; ok {
 		fmt.Fprintf(w, "kbench: variant: %v\n", v)
 	}
@@ -223,6 +223,7 @@ func (c *config) summary() map[string]any {
 		"consume":            c.consume,
 		"runs":               c.runs,
 		"txn_records":        c.txnRecords,
+		"flush_every":        c.flushEvery,
 		"isolation":          c.isolation,
 		"security":           c.security,
 		"acls":               c.acls,
@@ -391,6 +392,11 @@ func runOnce(ctx context.Context, a arm, pool *valuePool, run int, log io.Writer
 		brokerArgs := cfg.brokerArgs
 		var pprofAddr string
 		if cfg.profileDir != "" {
+			// The directory is made here, so a fresh path works.
+			if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+				res.Error = fmt.Sprintf("profile directory: %v", err)
+				return res
+			}
 			port, err := launch.FreePort()
 			if err != nil {
 				res.Error = err.Error()

@@ -159,6 +159,8 @@ type Config struct {
 	// kafka-features.sh sets on a Kafka 4 cluster): 2 (the default)
 	// offers transactions v2 (KIP-890 part 2) to clients that support it;
 	// 0 or 1 keeps every client on the explicit AddPartitionsToTxn path.
+	// The level only decides what clients are offered: a broker serves
+	// the v2 request versions whatever its level.
 	TransactionVersion int16
 
 	MetricsAddress string // kbroker.metrics.address, host:port of the Prometheus /metrics endpoint and the live console (empty = none; default EmbeddedMetricsAddress on an embedded broker, none with zookeeper.connect)

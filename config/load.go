@@ -538,7 +538,7 @@ func properties() []prop {
 		durationProp("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often transactions past their timeout are aborted", time.Millisecond, 1, false, func(c *Config) *time.Duration { return &c.TransactionAbortTimedOutInterval }),
 		{
 			name: "kbroker.transaction.version",
-			doc:  "level of Kafka's transaction.version feature this broker finalizes in ApiVersions: 2 offers transactions v2 (KIP-890 part 2: no AddPartitionsToTxn round trips, the epoch bumped by every EndTxn) to clients that support it; 0 or 1 keeps every client on transactions v1. Give every broker of a cluster the same level",
+			doc:  "level of Kafka's transaction.version feature this broker finalizes in ApiVersions: 2 offers transactions v2 (KIP-890 part 2: no AddPartitionsToTxn round trips, the epoch bumped by every EndTxn) to clients that support it; 0 or 1 keeps every client on transactions v1. When a cluster of an earlier kbroker release (without transactions v2) is upgraded, run the new release at 1 until every broker runs it, then raise it to 2 (Kafka's procedure: roll, then kafka-features.sh upgrade)",
 			set: func(c *Config, v string) error {
 				n, err := parseInt(v, 0, 2)
 				c.TransactionVersion = int16(n)

@@ -467,7 +467,7 @@ func TestMoveReplicaBetweenLogDirs(t *testing.T) {
 	if _, err := p.AppendAsLeader(b, h, -1, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.AppendTxnMarker(9, 0, false, 0, now); err != nil {
+	if _, err := p.AppendTxnMarker(9, 0, false, 0, false, now); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, "v", "v") // read_uncommitted sees the aborted records

@@ -490,7 +490,7 @@ func (p *Partition) Read(offset int64, maxBytes int, minOneBatch bool, clientEpo
 // AppendTxnMarker writes the control batch that commits or aborts
 // producerID's transaction on this partition, as leader (WriteTxnMarkers).
 // As AppendAsLeader it does not wait for replication.
-func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) (AppendResult, error) {
+func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, v2 bool, now time.Time) (AppendResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.isLeader {
@@ -503,7 +503,7 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, commit bool, 
 	if int32(len(p.isr)) < p.cfg.MinInsyncReplicas {
 		return AppendResult{}, fmt.Errorf("%w: ISR %v below min.insync.replicas %d", kerr.NotEnoughReplicas, p.isr, p.cfg.MinInsyncReplicas)
 	}
-	if err := p.producers.checkMarker(producerID, epoch, coordinatorEpoch); err != nil {
+	if err := p.producers.checkMarker(producerID, epoch, coordinatorEpoch, v2); err != nil {
 		return AppendResult{}, err
 	}
 	ts := now.UnixMilli()

@@ -35,6 +35,11 @@ type producerEntry struct {
 	// older coordinator are fenced.
 	coordinatorEpoch int32
 	lastTimestamp    int64 // max timestamp of the producer's last batch
+	// sequenceReset: a marker raised the epoch (transactions v2: every
+	// transaction ends with a marker one epoch up) and no batch came
+	// since, so the next batch must start at sequence 0, as Kafka's
+	// checkSequence requires of an epoch with no sequence yet.
+	sequenceReset bool
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -118,6 +123,9 @@ func (s *producerStates) check(h recordbatch.Header) (seqCheck, error) {
 			return seqCheck{duplicate: &e.batches[i]}, nil
 		}
 	}
+	if e.sequenceReset && h.BaseSequence != 0 {
+		return seqCheck{}, fmt.Errorf("%w: producer %d's first batch at epoch %d has sequence %d, not 0", kerr.OutOfOrderSequenceNumber, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+	}
 	if !inSequence(e.lastSeq(), h.BaseSequence) {
 		return seqCheck{}, kerr.OutOfOrderSequenceNumber
 	}
@@ -148,6 +156,7 @@ func (s *producerStates) update(h recordbatch.Header, logAppendTime int64) {
 	if h.BaseSequence < 0 {
 		return
 	}
+	e.sequenceReset = false
 	if len(e.batches) == maxCachedBatches {
 		copy(e.batches, e.batches[1:])
 		e.batches = e.batches[:maxCachedBatches-1]
@@ -186,14 +195,21 @@ func (s *producerStates) hasOpenTxn(producerID int64, epoch int16) bool {
 // checkMarker validates a transaction marker before a leader appends it
 // (Kafka's ProducerAppendInfo.appendEndTxnMarker): a marker of an older
 // producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator
-// TRANSACTION_COORDINATOR_FENCED.
-func (s *producerStates) checkMarker(producerID int64, epoch int16, coordinatorEpoch int32) error {
+// TRANSACTION_COORDINATOR_FENCED. A transactions v2 marker (v2) carries
+// the epoch above its transaction's batches, so one at or below the epoch
+// of a transaction open here is a stale copy of the previous
+// transaction's marker (a request that outlived its retry) and must not
+// end this one: INVALID_PRODUCER_EPOCH too (KIP-1228's check).
+func (s *producerStates) checkMarker(producerID int64, epoch int16, coordinatorEpoch int32, v2 bool) error {
 	e, ok := s.byID[producerID]
 	if !ok {
 		return nil
 	}
 	if epoch < e.epoch {
 		return fmt.Errorf("%w: marker of producer %d at epoch %d, producer is at %d", kerr.InvalidProducerEpoch, producerID, epoch, e.epoch)
+	}
+	if v2 && e.txnFirstOffset >= 0 && epoch <= e.epoch {
+		return fmt.Errorf("%w: transactions v2 marker of producer %d at epoch %d cannot end its transaction opened at epoch %d", kerr.InvalidProducerEpoch, producerID, epoch, e.epoch)
 	}
 	if coordinatorEpoch < e.coordinatorEpoch {
 		return fmt.Errorf("%w: marker from coordinator epoch %d, last was %d", kerr.TransactionCoordinatorFenced, coordinatorEpoch, e.coordinatorEpoch)
@@ -230,9 +246,14 @@ func (s *producerStates) completeTxn(h recordbatch.Header, c recordbatch.Control
 	if h.ProducerID < 0 || (c.Type != recordbatch.ControlAbort && c.Type != recordbatch.ControlCommit) {
 		return
 	}
+	prev, known := s.byID[h.ProducerID]
+	raised := known && h.ProducerEpoch > prev.epoch
 	e := s.entry(h.ProducerID, h.ProducerEpoch)
 	e.lastTimestamp = h.MaxTimestamp
 	e.coordinatorEpoch = c.CoordinatorEpoch
+	if raised {
+		e.sequenceReset = true
+	}
 	if e.txnFirstOffset < 0 {
 		return // a marker for a partition the transaction never wrote, or a retry
 	}

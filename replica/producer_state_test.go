@@ -178,17 +178,17 @@ func TestProducerStateTransactionRules(t *testing.T) {
 	if _, err := s.check(h); !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("transactional batch without producer id: %v", err)
 	}
-	if err := s.checkMarker(1, 2, 0); !errors.Is(err, kerr.InvalidProducerEpoch) {
+	if err := s.checkMarker(1, 2, 0, false); !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("marker of an older epoch: %v", err)
 	}
 	s.completeTxn(markerHdr(1, 3, 1), recordbatch.Control{Type: recordbatch.ControlCommit, CoordinatorEpoch: 5})
-	if err := s.checkMarker(1, 3, 4); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
+	if err := s.checkMarker(1, 3, 4, false); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
 		t.Fatalf("marker of an older coordinator: %v", err)
 	}
-	if err := s.checkMarker(1, 4, 5); err != nil {
+	if err := s.checkMarker(1, 4, 5, false); err != nil {
 		t.Fatalf("marker of a newer epoch: %v", err)
 	}
-	if err := s.checkMarker(77, 0, 0); err != nil {
+	if err := s.checkMarker(77, 0, 0, false); err != nil {
 		t.Fatalf("marker for an unknown producer: %v", err)
 	}
 	if got := s.list(); len(got) != 1 || got[0].CoordinatorEpoch != 5 || got[0].TxnStartOffset != -1 {

@@ -57,7 +57,7 @@ func TestPartitionTransactions(t *testing.T) {
 	}
 	mustMark := func(pid int64, epoch int16, commit bool) int64 {
 		t.Helper()
-		res, err := p.AppendTxnMarker(pid, epoch, commit, 0, now)
+		res, err := p.AppendTxnMarker(pid, epoch, commit, 0, false, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestPartitionTransactions(t *testing.T) {
 		t.Fatalf("aborted = %+v, want %+v", rr.AbortedTxns, want)
 	}
 	// Bad input: a marker of an older epoch, a client's control batch.
-	if _, err := p.AppendTxnMarker(1, -1, true, 0, now); !errors.Is(err, kerr.InvalidProducerEpoch) {
+	if _, err := p.AppendTxnMarker(1, -1, true, 0, false, now); !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("stale marker: %v", err)
 	}
 	ctrl := recordbatch.BuildTxnMarker(1, 0, true, 0, 0)
@@ -162,11 +162,11 @@ func TestPartitionTxnVerification(t *testing.T) {
 		t.Fatalf("later batch of the open transaction: %v", err)
 	}
 	// Verified, then the coordinator aborts (timeout) before the append.
-	if _, err := p.AppendTxnMarker(1, 0, true, 0, now); err != nil {
+	if _, err := p.AppendTxnMarker(1, 0, true, 0, false, now); err != nil {
 		t.Fatal(err)
 	}
 	g = p.StartTxnVerification(1, 0, false)
-	if _, err := p.AppendTxnMarker(1, 1, false, 0, now); err != nil {
+	if _, err := p.AppendTxnMarker(1, 1, false, 0, false, now); err != nil {
 		t.Fatal(err)
 	}
 	b, h = txnBatch(1, 0, 2, 1)
@@ -191,7 +191,7 @@ func TestPartitionTxnFencingAndGuards(t *testing.T) {
 	if _, err := p.AppendAsLeader(b, h, -1, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.AppendTxnMarker(1, 6, false, 0, now); err != nil { // fenced: abort at epoch 6
+	if _, err := p.AppendTxnMarker(1, 6, false, 0, false, now); err != nil { // fenced: abort at epoch 6
 		t.Fatal(err)
 	}
 	b, h = txnBatch(1, 5, -1, 1)
@@ -226,7 +226,7 @@ func TestPartitionTxnFencingAndGuards(t *testing.T) {
 	cfg.MinInsyncReplicas = 2
 	p.SetConfig(cfg)
 	end := p.State().LogEndOffset
-	if _, err := p.AppendTxnMarker(9, 0, true, 0, now); !errors.Is(err, kerr.NotEnoughReplicas) {
+	if _, err := p.AppendTxnMarker(9, 0, true, 0, false, now); !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("marker with the ISR below min.insync.replicas: %v", err)
 	}
 	if got := p.State().LogEndOffset; got != end {
@@ -245,7 +245,7 @@ func TestReadCommittedAbortedListIsBoundedByTheRead(t *testing.T) {
 		if _, err := p.AppendAsLeader(b, h, -1, now); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.AppendTxnMarker(int64(i), 0, false, 0, now); err != nil {
+		if _, err := p.AppendTxnMarker(int64(i), 0, false, 0, false, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,9 +288,16 @@ func TestPartitionTxnVerificationV2(t *testing.T) {
 	if g == nil {
 		t.Fatal("no guard for the next transaction while the previous one is open")
 	}
-	marker, err := p.AppendTxnMarker(1, 1, true, 0, now)
+	marker, err := p.AppendTxnMarker(1, 1, true, 0, true, now)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The marker raised the epoch: the new transaction's first batch must
+	// start at sequence 0 (a gap, such as a lost first request, is out of
+	// order), as Kafka checks.
+	b, h = txnBatch(1, 1, 3, 1)
+	if _, err := p.AppendFromClient(b, h, -1, now, g); !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("first batch of the new epoch at sequence 3: %v", err)
 	}
 	b, h = txnBatch(1, 1, 0, 1)
 	res, err := p.AppendFromClient(b, h, -1, now, g)
@@ -306,13 +313,21 @@ func TestPartitionTxnVerificationV2(t *testing.T) {
 	if _, err := p.AppendFromClient(b, h, -1, now, nil); !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("late batch of the ended transaction: %v", err)
 	}
-	if _, err := p.AppendTxnMarker(1, 2, false, 0, now); err != nil {
+	// A stale copy of the previous transaction's marker (epoch 1) must not
+	// end the transaction now open at epoch 1.
+	if _, err := p.AppendTxnMarker(1, 1, true, 0, true, now); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("stale v2 marker over the next transaction: %v", err)
+	}
+	if st := p.State(); st.LastStableOffset != res.BaseOffset {
+		t.Fatalf("the stale marker moved the LSO to %d (transaction at %d)", st.LastStableOffset, res.BaseOffset)
+	}
+	if _, err := p.AppendTxnMarker(1, 2, false, 0, true, now); err != nil {
 		t.Fatal(err)
 	}
 
 	// A fence (abort marker above the guard's epoch) voids a v2 guard.
 	g = p.StartTxnVerification(1, 2, true)
-	if _, err := p.AppendTxnMarker(1, 3, false, 0, now); err != nil {
+	if _, err := p.AppendTxnMarker(1, 3, false, 0, false, now); err != nil {
 		t.Fatal(err)
 	}
 	b, h = txnBatch(1, 2, 0, 1)

@@ -58,9 +58,9 @@ import (
 // * v8: record errors and error message
 // * v9: flexible
 // * v10-11: no change here (v11: TRANSACTION_ABORTABLE may be returned)
-// * v12: transactions v2 (KIP-890 part 2): with kbroker.transaction.version
-//   2 a transactional batch on a partition not yet in its transaction adds
-//   it (the client sends no AddPartitionsToTxn) instead of verifying it
+// * v12: transactions v2 (KIP-890 part 2): a transactional batch on a
+//   partition not yet in its transaction adds it (the client sends no
+//   AddPartitionsToTxn) instead of verifying it
 
 func init() { registerAPI(kmsg.Produce.Int16(), 0, 12, handleProduce) }
 
@@ -177,7 +177,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 				txn: txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}})
 			t := &dests[i] // dests never grows past its capacity: t stays put
 			if h.IsTransactional() && req.TransactionID != nil {
-				t.verified = part.StartTxnVerification(h.ProducerID, h.ProducerEpoch, b.txnV2(req.Version, 12))
+				t.verified = part.StartTxnVerification(h.ProducerID, h.ProducerEpoch, txnV2(req.Version, 12))
 			}
 			targets = append(targets, t)
 		}
@@ -196,7 +196,7 @@ func handleProduce(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg
 				break
 			}
 		}
-		results := b.verifyTxnPartitions(ctx, *req.TransactionID, h.ProducerID, h.ProducerEpoch, toVerify, b.txnV2(req.Version, 12))
+		results := b.verifyTxnPartitions(ctx, *req.TransactionID, h.ProducerID, h.ProducerEpoch, toVerify, txnV2(req.Version, 12))
 		kept := targets[:0]
 		for _, t := range targets {
 			if err := results[t.txn]; t.verified != nil && err != nil {

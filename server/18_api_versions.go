@@ -18,8 +18,7 @@ import (
 // * v3: flexible; client software name and version; the features: Kafka's
 //   transaction.version, supported 0-2 and finalized at
 //   kbroker.transaction.version (clients use transactions v2, KIP-890
-//   part 2, when it is 2). The finalized features' epoch is the level, so
-//   it grows when a cluster is raised from 1 to 2.
+//   part 2, when it is 2), with the broker's start time as the epoch.
 
 func init() { registerAPI(kmsg.ApiVersions.Int16(), 0, 3, handleAPIVersions) }
 
@@ -36,7 +35,7 @@ func handleAPIVersions(_ context.Context, b *Broker, _ *requestContext, kreq kms
 		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, level, level
 		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
-		resp.FinalizedFeaturesEpoch = int64(level)
+		resp.FinalizedFeaturesEpoch = b.featuresEpoch
 	}
 	return resp, nil
 }
@@ -48,13 +47,14 @@ const (
 )
 
 // txnV2 reports whether a request at version of a transactions v2 API
-// (Produce v12+, TxnOffsetCommit v5+, with their first v2 versions in
-// fromVersion) runs under transactions v2: the broker finalized the
-// feature and the client used the version that goes with it. EndTxn v5+
-// is always v2, as in Kafka: a client sends it only after seeing the
-// feature.
-func (b *Broker) txnV2(version, fromVersion int16) bool {
-	return b.cfg.TransactionVersion >= maxTransactionVersion && version >= fromVersion
+// (Produce v12+, TxnOffsetCommit v5+, EndTxn v5+, with their first v2
+// versions in fromVersion) runs under transactions v2. As in Kafka the
+// version alone decides, whatever this broker finalizes: a client uses
+// those versions for transactions only after seeing the feature on some
+// broker (Kafka's clients cap them below otherwise), and a broker of the
+// same cluster with the feature at a lower level must still serve it.
+func txnV2(version, fromVersion int16) bool {
+	return version >= fromVersion
 }
 
 func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {

@@ -86,9 +86,7 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, rc *requestContext
 		for i, t := range tr.Topics {
 			topics[i] = txnTopic{topic: t.Topic, partitions: t.Partitions}
 		}
-		// A broker adds (not VerifyOnly) only for a transactions v2
-		// Produce or TxnOffsetCommit.
-		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, !tr.VerifyOnly, req.Version, topics, nil)
+		b.addPartitionsToTxn(ctx, tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly, true, req.Version, topics, nil)
 		rtr := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtr.TransactionalID = tr.TransactionalID
 		for _, t := range topics {
@@ -107,9 +105,13 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, rc *requestContext
 }
 
 // addPartitionsToTxn adds (or verifies) one transaction's partitions and
-// fills in each partition's answer; v2 is a transactions v2 add. writable,
-// when not nil, says which topics the client may add.
-func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly, v2 bool, version int16, topics []txnTopic, writable func(string) bool) {
+// fills in each partition's answer. fromBroker is the broker form (v4+):
+// a broker adds (not VerifyOnly) only for a transactions v2 Produce or
+// TxnOffsetCommit, and is answered CONCURRENT_TRANSACTIONS at once while
+// the previous transaction completes, as Kafka does, so that its
+// connection is not held (it retries; verifyRemotely). writable, when not
+// nil, says which topics the client may add.
+func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, verifyOnly, fromBroker bool, version int16, topics []txnTopic, writable func(string) bool) {
 	var parts []txn.TopicPartition
 	unknown := false
 	md := b.controller.Metadata()
@@ -158,7 +160,7 @@ func (b *Broker) addPartitionsToTxn(ctx context.Context, id string, producerID i
 		}
 		return
 	}
-	err := b.txns.AddPartitions(ctx, id, producerID, epoch, parts, v2)
+	err := b.txns.AddPartitions(ctx, id, producerID, epoch, parts, fromBroker, !fromBroker)
 	if err != nil {
 		b.logger.Debug("AddPartitionsToTxn refused", "transactional_id", id, "err", err)
 	}

@@ -42,7 +42,7 @@ func handleAddOffsetsToTxn(ctx context.Context, b *Broker, rc *requestContext, k
 		return resp, nil
 	}
 	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: b.groups.PartitionFor(req.Group)}
-	err := b.txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}, false)
+	err := b.txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}, false, true)
 	if err != nil {
 		b.logger.Debug("AddOffsetsToTxn refused", "transactional_id", req.TransactionalID, "group", req.Group, "err", err)
 	}

@@ -41,7 +41,7 @@ func handleEndTxn(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
 	}
-	next, err := b.txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5)
+	next, err := b.txns.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, txnV2(req.Version, 5))
 	if err != nil {
 		b.logger.Debug("EndTxn refused", "transactional_id", req.TransactionalID, "commit", req.Commit, "err", err)
 	}

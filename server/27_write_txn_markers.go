@@ -33,8 +33,11 @@ import (
 //
 // Version notes:
 // * v1: flexible
+// * v2: the transaction version of each marker (KIP-1228): a transactions
+//   v2 marker is refused (INVALID_PRODUCER_EPOCH) where it would end a
+//   transaction opened at its own epoch (a stale copy of the previous one)
 
-func init() { registerAPI(kmsg.WriteTxnMarkers.Int16(), 0, 1, handleWriteTxnMarkers) }
+func init() { registerAPI(kmsg.WriteTxnMarkers.Int16(), 0, 2, handleWriteTxnMarkers) }
 
 // markerWaitTimeout bounds a marker's replication wait, as Kafka's request
 // timeout does for the coordinator's append.
@@ -45,7 +48,8 @@ func handleWriteTxnMarkers(ctx context.Context, b *Broker, rc *requestContext, k
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	allowed := b.authorizeCluster(rc, acl.OpAlter) || b.authorizeCluster(rc, acl.OpClusterAction)
 	for _, rm := range req.Markers {
-		m := txn.Markers{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
+		m := txn.Markers{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch,
+			TxnV2: req.Version >= 2 && rm.TransactionVersion >= 2}
 		for _, rt := range rm.Topics {
 			for _, p := range rt.Partitions {
 				m.Partitions = append(m.Partitions, txn.TopicPartition{Topic: rt.Topic, Partition: p})
@@ -93,7 +97,7 @@ func (b *Broker) writeTxnMarkersLocally(ctx context.Context, m txn.Markers) map[
 		part, err := b.localPartition(tp.Topic, tp.Partition)
 		if err == nil {
 			var res replica.AppendResult
-			res, err = part.AppendTxnMarker(m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch, now)
+			res, err = part.AppendTxnMarker(m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch, m.TxnV2, now)
 			if err == nil {
 				waits = append(waits, appended{tp, part, res})
 			}

@@ -42,9 +42,9 @@ import (
 // * v3: flexible; member id, generation and group.instance.id are checked;
 //   before v3 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH
 // * v4: TRANSACTION_ABORTABLE may be returned (KIP-890)
-// * v5: transactions v2 (KIP-890 part 2): with kbroker.transaction.version
-//   2 the group's __consumer_offsets partition is added to the transaction
-//   here instead of verified (the client sends no AddOffsetsToTxn)
+// * v5: transactions v2 (KIP-890 part 2): the group's __consumer_offsets
+//   partition is added to the transaction here instead of verified (the
+//   client sends no AddOffsetsToTxn)
 
 func init() { registerAPI(kmsg.TxnOffsetCommit.Int16(), 0, 5, handleTxnOffsetCommit) }
 

@@ -78,6 +78,11 @@ type Broker struct {
 	// tlsWriters pools the *bufio.Writer (tlsWriteBuffer bytes) that a
 	// Fetch response over TLS is gathered in.
 	tlsWriters sync.Pool
+	// featuresEpoch is ApiVersions' FinalizedFeaturesEpoch: the broker's
+	// start time in milliseconds, so that a client that keeps the features
+	// of the highest epoch (the Java client) follows the broker restarted
+	// last, also when kbroker.transaction.version went down.
+	featuresEpoch int64
 	// authz is the ACL authorizer (authorizer.class.name), nil for none.
 	authz *authorization
 	// ops counts request times and per-topic traffic (ops_metrics.go).
@@ -127,19 +132,20 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	// Other brokers dial the first endpoint, the inter-broker listener's.
 	self.Host, self.Port = self.Endpoints[0].Host, self.Endpoints[0].Port
 	return &Broker{
-		cfg:          cfg,
-		logger:       logger,
-		self:         self,
-		fetches:      newFetchSessions(),
-		conns:        make(map[net.Conn]*connState),
-		viewChanged:  make(chan struct{}),
-		fatal:        make(chan error, 1),
-		quotas:       newConnQuotas(cfg, logger),
-		clientQuotas: newClientQuotas(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize}, logger),
-		requests:     newRequestPool(cfg.QueuedMaxRequestBytes, logger),
-		tlsWriters:   sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
-		authz:        newAuthorization(cfg, logger),
-		ops:          newOpsMetrics(),
+		cfg:           cfg,
+		logger:        logger,
+		self:          self,
+		featuresEpoch: time.Now().UnixMilli(),
+		fetches:       newFetchSessions(),
+		conns:         make(map[net.Conn]*connState),
+		viewChanged:   make(chan struct{}),
+		fatal:         make(chan error, 1),
+		quotas:        newConnQuotas(cfg, logger),
+		clientQuotas:  newClientQuotas(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize}, logger),
+		requests:      newRequestPool(cfg.QueuedMaxRequestBytes, logger),
+		tlsWriters:    sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
+		authz:         newAuthorization(cfg, logger),
+		ops:           newOpsMetrics(),
 	}, nil
 }
 

@@ -154,6 +154,11 @@ func (s *txnMarkerSender) send(ctx context.Context, leader int32, m txn.Markers)
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	if m.TxnV2 {
+		// v2 carries the transaction version (KIP-1228); v0 otherwise,
+		// which every earlier release serves.
+		req.Version, rm.TransactionVersion = 2, 2
+	}
 	txn.ByTopic(m.Partitions, func(topic string, partitions []int32) {
 		rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
 		rt.Topic, rt.Partitions = topic, partitions

@@ -44,7 +44,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, producer
 		return b.verifyRemotely(ctx, leader, txnID, producerID, epoch, parts, add)
 	}
 	if add {
-		return fail(b.txns.AddPartitions(ctx, txnID, producerID, epoch, parts, true))
+		return fail(b.txns.AddPartitions(ctx, txnID, producerID, epoch, parts, true, true))
 	}
 	errs, err := b.txns.VerifyPartitions(txnID, producerID, epoch, parts)
 	if err != nil {
@@ -76,19 +76,37 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 	req.Transactions = append(req.Transactions, rt)
 	rctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
-	// VerifyOnly asks and changes nothing, and adding partitions already
-	// added changes nothing: safe to send again on a fresh connection when
-	// the coordinator's broker restarted since the last.
-	kresp, err := b.txnMarkers.verifyPeers.request(rctx, coordinator, req, true)
-	if err != nil {
-		// Kafka's AddPartitionsToTxnManager: an unknown or unreachable
-		// coordinator is COORDINATOR_NOT_AVAILABLE (NOT_ENOUGH_REPLICAS
-		// to the producer), not a partition leadership change.
-		return fail(fmt.Errorf("%w: verifying with coordinator %d: %v", kerr.CoordinatorNotAvailable, coordinator, err))
-	}
-	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fail(err)
+	var resp *kmsg.AddPartitionsToTxnResponse
+	retryUntil := time.Now().Add(addRetryWindow)
+	for backoff := addMinBackoff; ; backoff = min(2*backoff, addMaxBackoff) {
+		// VerifyOnly asks and changes nothing, and adding partitions
+		// already added changes nothing: safe to send again on a fresh
+		// connection when the coordinator's broker restarted since the
+		// last.
+		kresp, err := b.txnMarkers.verifyPeers.request(rctx, coordinator, req, true)
+		if err != nil {
+			// Kafka's AddPartitionsToTxnManager: an unknown or
+			// unreachable coordinator is COORDINATOR_NOT_AVAILABLE
+			// (NOT_ENOUGH_REPLICAS to the producer), not a partition
+			// leadership change.
+			return fail(fmt.Errorf("%w: verifying with coordinator %d: %v", kerr.CoordinatorNotAvailable, coordinator, err))
+		}
+		resp = kresp.(*kmsg.AddPartitionsToTxnResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return fail(err)
+		}
+		// An add that found the producer's previous transaction still
+		// completing (its markers on their way) is asked again shortly,
+		// without holding the connection meanwhile, as the coordinator
+		// would wait for a local one (txn waitCompletion).
+		if !add || !allConcurrentTransactions(resp) || time.Now().Add(backoff).After(retryUntil) {
+			break
+		}
+		select {
+		case <-rctx.Done():
+			return fail(fmt.Errorf("%w: adding with coordinator %d: %v", kerr.CoordinatorNotAvailable, coordinator, rctx.Err()))
+		case <-time.After(backoff):
+		}
 	}
 	for _, tr := range resp.Transactions {
 		for _, tt := range tr.Topics {
@@ -103,6 +121,33 @@ func (b *Broker) verifyRemotely(ctx context.Context, coordinator int32, txnID st
 		}
 	}
 	return out
+}
+
+// The retries of an add (transactions v2) that the coordinator answered
+// CONCURRENT_TRANSACTIONS: from addMinBackoff, doubling up to
+// addMaxBackoff, for addRetryWindow at the most (the coordinator's own
+// wait for a completion, txn.Config.CompletionWait, is 1 s too).
+const (
+	addMinBackoff  = time.Millisecond
+	addMaxBackoff  = 50 * time.Millisecond
+	addRetryWindow = time.Second
+)
+
+// allConcurrentTransactions: every partition of the answer is
+// CONCURRENT_TRANSACTIONS.
+func allConcurrentTransactions(resp *kmsg.AddPartitionsToTxnResponse) bool {
+	seen := false
+	for _, tr := range resp.Transactions {
+		for _, tt := range tr.Topics {
+			for _, tp := range tt.Partitions {
+				if tp.ErrorCode != kerr.ConcurrentTransactions.Code {
+					return false
+				}
+				seen = true
+			}
+		}
+	}
+	return seen
 }
 
 // produceVerifyError is how Produce answers a verification error, as
@@ -159,7 +204,7 @@ func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetC
 	}
 	// TxnOffsetCommit v5+ under transactions v2 adds the partition itself
 	// (the client sent no AddOffsetsToTxn).
-	v2 := b.txnV2(req.Version, 5)
+	v2 := txnV2(req.Version, 5)
 	guard := part.StartTxnVerification(req.ProducerID, req.ProducerEpoch, v2)
 	if guard == nil {
 		return ctx, nil // the transaction is open on the partition already

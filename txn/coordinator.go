@@ -491,6 +491,7 @@ func (c *Coordinator) completeLocked(ps *partitionState, id string, e *entry) {
 		Commit:           prepared.State == PrepareCommit,
 		CoordinatorEpoch: ps.epoch,
 		Partitions:       prepared.Partitions,
+		TxnV2:            prepared.TxnVersion >= txnV2,
 	}
 	c.bg.Add(1)
 	go func() {

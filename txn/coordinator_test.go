@@ -204,7 +204,7 @@ func (h *harness) mustInit(id string) ProducerIDAndEpoch {
 }
 
 func (h *harness) add(id string, pe ProducerIDAndEpoch, parts ...TopicPartition) error {
-	return h.c.AddPartitions(context.Background(), id, pe.ID, pe.Epoch, parts, false)
+	return h.c.AddPartitions(context.Background(), id, pe.ID, pe.Epoch, parts, false, true)
 }
 
 func (h *harness) end(id string, pe ProducerIDAndEpoch, commit bool) error {

@@ -22,6 +22,11 @@ type Markers struct {
 	// a coordinator older than one they already heard from.
 	CoordinatorEpoch int32
 	Partitions       []TopicPartition
+	// TxnV2: the transaction ran under transactions v2, so its markers
+	// carry the epoch above its batches; a leader refuses one that would
+	// end a transaction opened at that epoch (a stale copy, KIP-1228).
+	// Sent as WriteTxnMarkers v2 TransactionVersion 2.
+	TxnV2 bool
 }
 
 // MarkerWriter delivers transaction markers to partition leaders. The

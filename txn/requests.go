@@ -111,17 +111,21 @@ func (c *Coordinator) writeFence(ctx context.Context, ps *partitionState, next M
 // AddOffsetsToTxn, with the group's __consumer_offsets partition): the
 // partitions join the transaction, which becomes Ongoing. v2 is the
 // implicit add of transactions v2 (a Produce v12+ or TxnOffsetCommit v5+
-// on a partition not yet in the transaction, asked by its leader).
-func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition, v2 bool) error {
+// on a partition not yet in the transaction, asked by its leader). With
+// wait, a request that finds the previous transaction still completing
+// waits for it (waitCompletion); without, it gets CONCURRENT_TRANSACTIONS
+// at once, for a broker asking over a connection that should not be held
+// meanwhile (it retries itself).
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition, v2, wait bool) error {
 	parts = union(nil, parts)
-	return c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
+	return c.transit(ctx, id, wait, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
 		return planAddPartitions(cur, pending, producerID, epoch, parts, v2, nowMs)
 	}, nil)
 }
 
 // transit is a client's transition of a known id: decide under mu, mark the
 // entry pending, write, apply; then runs under mu once applied.
-func (c *Coordinator) transit(ctx context.Context, id string, plan func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error), then func(ps *partitionState, e *entry)) error {
+func (c *Coordinator) transit(ctx context.Context, id string, wait bool, plan func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error), then func(ps *partitionState, e *entry)) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
 	}
@@ -136,7 +140,7 @@ func (c *Coordinator) transit(ctx context.Context, id string, plan func(cur Meta
 			return err
 		}
 		next, write, err := plan(e.meta, e.pending != none, c.nowMs())
-		if errors.Is(err, kerr.ConcurrentTransactions) && e.completed != nil && e.completed != waited {
+		if wait && errors.Is(err, kerr.ConcurrentTransactions) && e.completed != nil && e.completed != waited {
 			// Each completion is waited for once: one that ended without
 			// clearing the entry (given up) answers at once next time.
 			waited = e.completed
@@ -211,7 +215,7 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	newID := noProducerID
 	for {
 		var answer ProducerIDAndEpoch
-		err := c.transit(ctx, id, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
+		err := c.transit(ctx, id, true, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
 			plan, err := planEndTxn(cur, pending, producerID, epoch, commit, v2, newID, nowMs)
 			answer = plan.answer
 			return plan.next, plan.write, err

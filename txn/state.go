@@ -351,10 +351,11 @@ func planAddPartitions(cur Metadata, pending bool, producerID int64, epoch int16
 	return next, true, nil
 }
 
-// awaitsNextProducerID: the request comes from a producer that a v2 EndTxn
-// moved to a new producer id (its epochs ran out) while that transaction
-// is still completing; it is told to wait, as any request during a
-// completion, instead of being refused as an unknown producer.
+// awaitsNextProducerID: the request (an add, or the next EndTxn) comes from
+// a producer that a v2 EndTxn moved to a new producer id (its epochs ran
+// out) while that transaction is still completing; it is told to wait, as
+// any request during a completion, instead of being refused as an unknown
+// producer (fatal to the client).
 func awaitsNextProducerID(cur Metadata, pending bool, producerID int64, epoch int16) bool {
 	return cur.NextProducerID >= 0 && producerID == cur.NextProducerID && epoch == 0 &&
 		(pending || cur.State == PrepareCommit || cur.State == PrepareAbort)
@@ -423,6 +424,8 @@ func planEndTxn(cur Metadata, pending bool, producerID int64, epoch int16, commi
 		}
 	}
 	switch {
+	case awaitsNextProducerID(cur, pending, producerID, epoch):
+		return endPlan{}, kerr.ConcurrentTransactions
 	case cur.ProducerID != producerID && !retryOnRotation:
 		return endPlan{}, kerr.InvalidProducerIDMapping
 	case !validEpoch:

@@ -402,6 +402,8 @@ func TestPlanEndTxnV2(t *testing.T) {
 			wantErr: kerr.InvalidProducerIDMapping},
 		{name: "rotation still completing", cur: preparedRotation, pending: true, pid: 1, epoch: maxEpoch - 1, commit: true,
 			wantErr: kerr.ConcurrentTransactions},
+		{name: "the new id's empty abort while the rotation completes", cur: preparedRotation, pending: true, pid: 9, epoch: 0,
+			wantErr: kerr.ConcurrentTransactions},
 	} {
 		plan, err := planEndTxn(tc.cur, tc.pending, tc.pid, tc.epoch, tc.commit, true, tc.newID, 70)
 		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) || plan.write != tc.wantWrite {

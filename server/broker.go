@@ -76,8 +76,10 @@ type Broker struct {
 	// authenticated (the inter-broker listener's protocol).
 	peerSecurity kafkaconn.Security
 	// tlsWriters pools the *bufio.Writer (tlsWriteBuffer bytes) that a
-	// Fetch response over TLS is gathered in.
+	// Fetch response over TLS is gathered in, and tlsBatches the buffers
+	// its TLS records are gathered in (recordBatcher).
 	tlsWriters sync.Pool
+	tlsBatches sync.Pool
 	// featuresEpoch is ApiVersions' FinalizedFeaturesEpoch: the broker's
 	// start time in milliseconds, so that a client that keeps the features
 	// of the highest epoch (the Java client) follows the broker restarted
@@ -144,8 +146,14 @@ func NewBroker(cfg config.Config, logger *slog.Logger) (*Broker, error) {
 		clientQuotas:  newClientQuotas(quota.Config{Samples: int(cfg.QuotaWindowNum), Window: cfg.QuotaWindowSize}, logger),
 		requests:      newRequestPool(cfg.QueuedMaxRequestBytes, logger),
 		tlsWriters:    sync.Pool{New: func() any { return bufio.NewWriterSize(nil, tlsWriteBuffer) }},
-		authz:         newAuthorization(cfg, logger),
-		ops:           newOpsMetrics(),
+		tlsBatches: sync.Pool{New: func() any {
+			// A buffer's records: the data and, per record of at most
+			// 16 KiB, a header, a content type and a tag.
+			buf := make([]byte, 0, tlsWriteBuffer+(tlsWriteBuffer/(16<<10)+1)*64)
+			return &buf
+		}},
+		authz: newAuthorization(cfg, logger),
+		ops:   newOpsMetrics(),
 	}, nil
 }
 

@@ -85,7 +85,8 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		defer timer.Stop()
 	}
 	if l.tls != nil {
-		tc := tls.Server(c, l.tls.Config())
+		batcher := newRecordBatcher(c, &b.tlsBatches)
+		tc := tls.Server(batcher, l.tls.Config())
 		hctx, cancel := context.WithTimeout(ctx, authTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
@@ -103,7 +104,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			return
 		}
 		principal = "User:" + name
-		c = tc
+		c = &batchedTLSConn{Conn: tc, batcher: batcher}
 	}
 	if l.sasl == nil {
 		authDone.Store(true)
@@ -370,13 +371,14 @@ func (b *Broker) writeFetchResponse(c net.Conn, correlationID int32, fr *fetchRe
 	if err != nil {
 		return err
 	}
-	if tc, ok := c.(*tls.Conn); ok {
+	if tc, ok := c.(*batchedTLSConn); ok {
 		// No sendfile through TLS: each chunk written on its own would
 		// be its own TLS record (a small one for every partition
 		// header). Gathered into a large buffer, the response goes out
-		// in full-size records with few encryptions and syscalls.
+		// in full-size records with few encryptions, and each buffer's
+		// records with one write (recordBatcher).
 		bw := b.tlsWriters.Get().(*bufio.Writer)
-		bw.Reset(tc)
+		bw.Reset((*batchedWriter)(tc))
 		if _, err = sendfile.WriteTo(bw, chunks); err == nil {
 			err = bw.Flush()
 		}

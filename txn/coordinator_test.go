@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/kafkahash"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -571,4 +573,58 @@ func TestBeginLoadOrdering(t *testing.T) {
 	}
 	_, err = h.init("tx", nil)
 	wantErr(t, "init after the resignation", err, kerr.NotCoordinator)
+}
+
+// TestProducerIDRotation runs both decisions that need a new producer id
+// through the coordinator, which allocates it outside its lock and decides
+// again: InitProducerId over an exhausted epoch, and a transactions v2
+// EndTxn whose bump uses the last epoch (the markers take the old id's
+// last epoch; the producer continues under the new id at epoch 0, once
+// the transaction is complete).
+func TestProducerIDRotation(t *testing.T) {
+	log := newMemLog()
+	seed := func(id string, epoch int16) {
+		m := newMetadata(id, 7, 60000, 1)
+		m.ProducerEpoch, m.State = epoch, CompleteCommit
+		if _, err := log.Append(context.Background(), kafkahash.PartitionFor(id, testParts), buildBatch([]Metadata{m}, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed("init-rot", math.MaxInt16-1)
+	seed("end-rot", math.MaxInt16-2)
+	h := newHarness(t, log)
+	h.leadAll()
+
+	pe := h.mustInit("init-rot")
+	if pe.ID == 7 || pe.Epoch != 0 {
+		t.Fatalf("InitProducerId over an exhausted epoch: %+v, want a new producer id at epoch 0", pe)
+	}
+
+	pe = h.mustInit("end-rot") // epoch MaxInt16-1: exhausted
+	if pe.ID != 7 || pe.Epoch != math.MaxInt16-1 {
+		t.Fatalf("InitProducerId: %+v", pe)
+	}
+	if err := h.c.AddPartitions(context.Background(), "end-rot", pe.ID, pe.Epoch, []TopicPartition{tpA}, true, true); err != nil {
+		t.Fatal(err)
+	}
+	next, err := h.c.EndTxn(context.Background(), "end-rot", pe.ID, pe.Epoch, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ID == 7 || next.Epoch != 0 {
+		t.Fatalf("v2 EndTxn at the last epochs answered %+v, want a new producer id at epoch 0", next)
+	}
+	h.settle()
+	if m := h.state("end-rot"); m.ProducerID != next.ID || m.ProducerEpoch != 0 || m.State != CompleteCommit || m.LastProducerID != 7 {
+		t.Fatalf("after completion: %+v", m)
+	}
+	var marker *Markers
+	for _, mk := range h.markers.written() {
+		if mk.ProducerID == 7 {
+			marker = &mk
+		}
+	}
+	if marker == nil || marker.ProducerEpoch != math.MaxInt16 || !marker.TxnV2 {
+		t.Fatalf("markers of the old producer id: %+v", marker)
+	}
 }

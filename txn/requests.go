@@ -32,30 +32,47 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 		return fail, fmt.Errorf("%w: %d ms (transaction.max.timeout.ms is %d)", kerr.InvalidTransactionTimeout,
 			timeoutMs, c.cfg.MaxTimeout.Milliseconds())
 	}
-	newID := noProducerID
-	for {
+	var out ProducerIDAndEpoch
+	err := c.withProducerID(func(newID int64) error {
 		ps, plan, err := c.planInitLocking(id, timeoutMs, expected, newID)
-		if errors.Is(err, errNeedProducerID) {
-			if newID, err = c.producers(); err != nil {
-				return fail, fmt.Errorf("allocating a producer id: %w", err)
-			}
-			continue
-		}
 		if err != nil {
-			return fail, err
+			return err
 		}
 		if plan.fence {
 			if err := c.writeFence(ctx, ps, plan.next); err != nil {
-				return fail, err
+				return err
 			}
-			return fail, fmt.Errorf("%w: aborting the ongoing transaction of %q", kerr.ConcurrentTransactions, id)
+			return fmt.Errorf("%w: aborting the ongoing transaction of %q", kerr.ConcurrentTransactions, id)
 		}
 		if err := c.write(ctx, ps, []Metadata{plan.next}, false, nil); err != nil {
-			return fail, err
+			return err
 		}
 		c.logger.Info("initialized transactional id", "transactional_id", id, "producer_id", plan.next.ProducerID,
 			"producer_epoch", plan.next.ProducerEpoch, "partition", ps.partition)
-		return ProducerIDAndEpoch{ID: plan.next.ProducerID, Epoch: plan.next.ProducerEpoch}, nil
+		out = ProducerIDAndEpoch{ID: plan.next.ProducerID, Epoch: plan.next.ProducerEpoch}
+		return nil
+	})
+	if err != nil {
+		return fail, err
+	}
+	return out, nil
+}
+
+// withProducerID calls try with no producer id (-1) and, each time it
+// answers errNeedProducerID (a decision that needs a new producer id: the
+// epochs of the current one ran out), again with a newly allocated one.
+// Allocation may block (a controller write), so it never happens under the
+// coordinator's lock, which try takes.
+func (c *Coordinator) withProducerID(try func(newID int64) error) error {
+	newID := noProducerID
+	for {
+		err := try(newID)
+		if !errors.Is(err, errNeedProducerID) {
+			return err
+		}
+		if newID, err = c.producers(); err != nil {
+			return fmt.Errorf("allocating a producer id: %w", err)
+		}
 	}
 }
 
@@ -212,25 +229,18 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 // the epoch is bumped (planEndTxn). It returns the producer id and epoch
 // the producer continues with.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit, v2 bool) (ProducerIDAndEpoch, error) {
-	newID := noProducerID
-	for {
-		var answer ProducerIDAndEpoch
-		err := c.transit(ctx, id, true, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
+	var answer ProducerIDAndEpoch
+	err := c.withProducerID(func(newID int64) error {
+		return c.transit(ctx, id, true, func(cur Metadata, pending bool, nowMs int64) (Metadata, bool, error) {
 			plan, err := planEndTxn(cur, pending, producerID, epoch, commit, v2, newID, nowMs)
 			answer = plan.answer
 			return plan.next, plan.write, err
 		}, func(ps *partitionState, e *entry) { c.completeLocked(ps, id, e) })
-		if errors.Is(err, errNeedProducerID) {
-			if newID, err = c.producers(); err != nil {
-				return ProducerIDAndEpoch{ID: noProducerID, Epoch: noProducerEpoch}, fmt.Errorf("allocating a producer id: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return ProducerIDAndEpoch{ID: noProducerID, Epoch: noProducerEpoch}, err
-		}
-		return answer, nil
+	})
+	if err != nil {
+		return ProducerIDAndEpoch{ID: noProducerID, Epoch: noProducerEpoch}, err
 	}
+	return answer, nil
 }
 
 // Describe is DescribeTransactions for one id:

@@ -48,6 +48,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/kbroker/kbroker/internal/launch"
+	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/kbroker/kbroker/internal/testpki"
 	"github.com/segmentio/kafka-go"
 	kgosasl "github.com/segmentio/kafka-go/sasl"
@@ -57,6 +58,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xdgscram "github.com/xdg-go/scram"
@@ -76,9 +78,9 @@ type secMode struct {
 	name      string // subtest name
 	listener  string // listener name, which is also its security protocol
 	addr      string
-	mechanism string // PLAIN or SCRAM-SHA-512; "" on SSL
-	password  string
-	certAuth  bool // the client presents a certificate (SSL)
+	mechanism string // PLAIN, SCRAM-SHA-512 or OAUTHBEARER; "" on SSL
+	password  string // or, for OAUTHBEARER, the token
+	certAuth  bool   // the client presents a certificate (SSL)
 }
 
 func (m secMode) tls() bool  { return strings.HasSuffix(m.listener, "SSL") }
@@ -133,12 +135,16 @@ func TestSecurityClients(t *testing.T) {
 	keystorePassword := "p12-" + secRandom(t)
 	wrongPassword := "wrong-" + secRandom(t)
 	pki, brokerProps := secMakePKI(t, dir, keystorePassword)
+	// OAUTHBEARER tokens: unsecured JWTs, as Kafka's default validator
+	// takes (librdkafka makes its own from sasl.oauthbearer.config).
+	token := secOAuthToken(t, time.Now().Add(10*time.Minute), "kafka")
 
 	// The secrets go into the broker's properties file; everything else
 	// is an override.
 	props := append(brokerProps,
 		"listener.name.sasl_ssl.ssl.keystore.password="+keystorePassword,
 		`listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_`+secUser+`="`+plainPassword+`";`,
+		`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope="kafka";`,
 	)
 	propsFile := filepath.Join(dir, "server.properties")
 	if err := os.WriteFile(propsFile, []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
@@ -148,7 +154,7 @@ func TestSecurityClients(t *testing.T) {
 		"listeners=PLAINTEXT://{addr},SASL_SSL://"+saslSSL+",SASL_PLAINTEXT://"+saslPlain+",SSL://"+sslAddr,
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
-		"listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN",
+		"listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
 		"listener.name.ssl.ssl.client.auth=required",
 		"kbroker.metrics.address="+metrics,
 		"offsets.topic.replication.factor=1",
@@ -163,6 +169,7 @@ func TestSecurityClients(t *testing.T) {
 		{name: "SASL_SSL-SCRAM-SHA-512", listener: "SASL_SSL", addr: saslSSL, mechanism: "SCRAM-SHA-512", password: scramPassword},
 		{name: "SASL_PLAINTEXT-PLAIN", listener: "SASL_PLAINTEXT", addr: saslPlain, mechanism: "PLAIN", password: plainPassword},
 		{name: "SSL-mTLS", listener: "SSL", addr: sslAddr, certAuth: true},
+		{name: "SASL_PLAINTEXT-OAUTHBEARER", listener: "SASL_PLAINTEXT", addr: saslPlain, mechanism: "OAUTHBEARER", password: token},
 	}
 	// The SCRAM credential is usable once a client authenticates with it
 	// (the broker may apply AlterUserScramCredentials asynchronously, as
@@ -189,7 +196,7 @@ func TestSecurityClients(t *testing.T) {
 			for _, cl := range clients {
 				t.Run(cl.name, func(t *testing.T) {
 					caseStart := time.Now()
-					id := strings.ToLower(cl.name + "-" + m.listener)
+					id := strings.ToLower(cl.name + "-" + m.name)
 					c := secCase{mode: m, pki: pki, topic: "sec-" + id, group: "g-" + id, prefix: id}
 					for i := range secRecords {
 						c.values = append(c.values, fmt.Sprintf("%s-%d", c.prefix, i))
@@ -213,6 +220,7 @@ func TestSecurityClients(t *testing.T) {
 	secCheckNoSecretsLogged(t, b, map[string]string{
 		"the SCRAM password": scramPassword, "the PLAIN password": plainPassword,
 		"the keystore password": keystorePassword, "a refused password": wrongPassword,
+		"the OAUTHBEARER token": token,
 	})
 	t.Logf("whole test: %v", time.Since(start).Round(time.Millisecond))
 }
@@ -337,8 +345,22 @@ func secFranzOpts(m secMode, pki *secPKI, pw string) []kgo.Opt {
 		opts = append(opts, kgo.SASL(plain.Auth{User: secUser, Pass: pw}.AsMechanism()))
 	case "SCRAM-SHA-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: secUser, Pass: pw}.AsSha512Mechanism()))
+	case "OAUTHBEARER":
+		opts = append(opts, kgo.SASL(oauth.Auth{Token: pw, Extensions: map[string]string{"traceId": "franz-go"}}.AsMechanism()))
 	}
 	return opts
+}
+
+// secOAuthToken is an unsecured JWT for secUser expiring at exp, with the
+// given scope items.
+func secOAuthToken(t *testing.T, exp time.Time, scope ...string) string {
+	t.Helper()
+	tok, err := sasl.EncodeUnsecuredJWT(map[string]any{"sub": secUser, "iat": time.Now().Unix() - 1,
+		"exp": float64(exp.UnixMilli()) / 1000, "scope": scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // secPing sends one Metadata request through m with password pw.
@@ -359,7 +381,7 @@ func secPing(m secMode, pki *secPKI, pw string, extra ...kgo.Opt) error {
 // SCRAM-only listener and a client without certificate on the SSL listener
 // are all refused, while the right settings pass.
 func secCheckRefusals(t *testing.T, modes []secMode, pki *secPKI, wrong string) {
-	scramMode, plainMode, sslMode := modes[0], modes[1], modes[2]
+	scramMode, plainMode, sslMode, oauthMode := modes[0], modes[1], modes[2], modes[3]
 	plainOnSSL := scramMode
 	plainOnSSL.mechanism = "PLAIN"
 	noCert := sslMode
@@ -374,6 +396,11 @@ func secCheckRefusals(t *testing.T, modes []secMode, pki *secPKI, wrong string) 
 		{"wrong SCRAM-SHA-512 password on SASL_SSL", scramMode, wrong, kerr.SaslAuthenticationFailed, ""},
 		{"wrong PLAIN password on SASL_PLAINTEXT", plainMode, wrong, kerr.SaslAuthenticationFailed, ""},
 		{"PLAIN on the SCRAM-SHA-512-only SASL_SSL listener", plainOnSSL, "", kerr.UnsupportedSaslMechanism, ""},
+		// Kafka's unsecured validator: the JSON status of RFC 7628 is the
+		// whole error message.
+		{"expired OAUTHBEARER token", oauthMode, secOAuthToken(t, time.Now().Add(-time.Minute), "kafka"), kerr.SaslAuthenticationFailed, `{"status":"invalid_token"}`},
+		{"OAUTHBEARER token without the required scope", oauthMode, secOAuthToken(t, time.Now().Add(time.Minute), "other"), kerr.SaslAuthenticationFailed, `{"status":"insufficient_scope", "scope":"[kafka]"}`},
+		{"signed OAUTHBEARER token", oauthMode, "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2ln", kerr.SaslAuthenticationFailed, `{"status":"invalid_token"}`},
 		// TLS 1.3's certificate_required alert.
 		{"TLS without client certificate on SSL (ssl.client.auth=required)", noCert, "", nil, "certificate required"},
 	} {
@@ -567,9 +594,19 @@ func secSaramaConfig(c secCase) *sarama.Config {
 			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient {
 				return &saramaSCRAM{hash: xdgscram.SHA512}
 			}
+		case "OAUTHBEARER":
+			cfg.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+			cfg.Net.SASL.TokenProvider = saramaToken(c.mode.password)
 		}
 	}
 	return cfg
+}
+
+// saramaToken gives sarama one OAUTHBEARER token.
+type saramaToken string
+
+func (s saramaToken) Token() (*sarama.AccessToken, error) {
+	return &sarama.AccessToken{Token: string(s), Extensions: map[string]string{"traceId": "sarama"}}, nil
 }
 
 // saramaGroupHandler marks every message it is given and, once want of
@@ -691,8 +728,28 @@ func secKafkaGoMechanism(t *testing.T, m secMode) kgosasl.Mechanism {
 			t.Fatal(err)
 		}
 		return mech
+	case "OAUTHBEARER":
+		return kafkaGoOAuth(m.password)
 	}
 	return nil
+}
+
+// kafkaGoOAuth is OAUTHBEARER for kafka-go, which brings PLAIN, SCRAM and
+// AWS IAM only: RFC 7628's client first message with the token; an error
+// challenge ends the attempt.
+type kafkaGoOAuth string
+
+func (kafkaGoOAuth) Name() string { return "OAUTHBEARER" }
+
+func (m kafkaGoOAuth) Start(context.Context) (kgosasl.StateMachine, []byte, error) {
+	return m, []byte("n,,\x01auth=Bearer " + string(m) + "\x01\x01"), nil
+}
+
+func (kafkaGoOAuth) Next(_ context.Context, challenge []byte) (bool, []byte, error) {
+	if len(challenge) > 0 {
+		return false, nil, fmt.Errorf("OAUTHBEARER refused: %s", challenge)
+	}
+	return true, nil, nil
 }
 
 func secKafkaGo(t *testing.T, c secCase) []string {
@@ -763,7 +820,12 @@ func secKafkaGo(t *testing.T, c secCase) []string {
 func secKcatConfig(t *testing.T, c secCase) string {
 	t.Helper()
 	lines := []string{"security.protocol=" + c.mode.listener}
-	if c.mode.sasl() {
+	switch {
+	case c.mode.mechanism == "OAUTHBEARER":
+		// librdkafka makes the unsecured JWT itself.
+		lines = append(lines, "sasl.mechanisms=OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt=true",
+			"sasl.oauthbearer.config=principal="+secUser+" scope=kafka extension_traceId=kcat")
+	case c.mode.sasl():
 		lines = append(lines, "sasl.mechanisms="+c.mode.mechanism, "sasl.username="+secUser, "sasl.password="+c.mode.password)
 	}
 	if c.mode.tls() {
@@ -830,7 +892,10 @@ func secKcat(t *testing.T, c secCase) []string {
 // integration/js/security_client.js read their security settings from.
 func secScriptEnv(c secCase) []string {
 	env := append(os.Environ(), "KB_PROTOCOL="+c.mode.listener)
-	if c.mode.sasl() {
+	switch {
+	case c.mode.mechanism == "OAUTHBEARER":
+		env = append(env, "KB_MECHANISM=OAUTHBEARER", "KB_USER="+secUser, "KB_TOKEN="+c.mode.password)
+	case c.mode.sasl():
 		env = append(env, "KB_MECHANISM="+c.mode.mechanism, "KB_USER="+secUser, "KB_PASSWORD="+c.mode.password)
 	}
 	if c.mode.tls() {

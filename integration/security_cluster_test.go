@@ -1,14 +1,17 @@
 package integration
 
 import (
+	"context"
 	"crypto/tls"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kbroker/kbroker/internal/launch"
+	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/kbroker/kbroker/internal/testpki"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -81,4 +84,40 @@ func saslSSLSecurity(t *testing.T) clusterSecurity {
 // controller's requests and the clients all go through TLS and SASL.
 func TestReplicationKillLeaderUnderLoadSASLSSL(t *testing.T) {
 	testKillLeaderUnderLoad(t, saslSSLSecurity(t))
+}
+
+// oauthBearerSecurity secures every listener of a cluster with
+// SASL_PLAINTEXT and OAUTHBEARER only: the brokers log in to each other
+// with the unsecured token Kafka's login callback handler makes from the
+// JAAS entry's unsecuredLogin* options (principal "broker"), test clients
+// with tokens of their own (alice).
+func oauthBearerSecurity(t *testing.T) clusterSecurity {
+	t.Helper()
+	token := func(sub string) func(context.Context) (oauth.Auth, error) {
+		return func(context.Context) (oauth.Auth, error) {
+			tok, err := sasl.EncodeUnsecuredJWT(map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
+			return oauth.Auth{Token: tok}, err
+		}
+	}
+	clientOpts := []kgo.Opt{kgo.SASL(oauth.Oauth(token("alice")))}
+	return clusterSecurity{
+		overrides: []string{
+			"listeners=SASL_PLAINTEXT://{addr}",
+			"inter.broker.listener.name=SASL_PLAINTEXT",
+			"sasl.enabled.mechanisms=OAUTHBEARER",
+			"sasl.mechanism.inter.broker.protocol=OAUTHBEARER",
+			`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="600";`,
+		},
+		probe:      launch.KafkaPingWith(clientOpts...),
+		clientOpts: clientOpts,
+		brokerOpts: []kgo.Opt{kgo.SASL(oauth.Oauth(token("broker")))},
+		kcatArgs: []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=OAUTHBEARER",
+			"-X", "enable.sasl.oauthbearer.unsecure.jwt=true", "-X", "sasl.oauthbearer.config=principal=alice"},
+	}
+}
+
+// TestReplicationKillLeaderUnderLoadOAuthBearer is the leader-kill scenario
+// with OAUTHBEARER on every connection, the brokers' own included.
+func TestReplicationKillLeaderUnderLoadOAuthBearer(t *testing.T) {
+	testKillLeaderUnderLoad(t, oauthBearerSecurity(t))
 }

@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -86,12 +90,84 @@ func TestSASLReauthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx := testContext(t, 30*time.Second)
+	n := produceFor(t, cl, "reauth", 3*lifetime)
+	t.Logf("franz-go produced %d records over %v with a %v session lifetime", n, 3*lifetime, lifetime)
+}
+
+// produceFor produces to topic, one record at a time, for span, failing
+// the test at the first record not acknowledged; it returns the count.
+func produceFor(t *testing.T, cl *kgo.Client, topic string, span time.Duration) int {
+	t.Helper()
+	ctx := testContext(t, span+25*time.Second)
 	n := 0
-	for end := time.Now().Add(3 * lifetime); time.Now().Before(end); n++ {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "reauth", Value: []byte("v")}).FirstErr(); err != nil {
-			t.Fatalf("produce %d, %v after the start: %v", n, time.Since(end.Add(-3*lifetime)), err)
+	for end := time.Now().Add(span); time.Now().Before(end); n++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatalf("produce %d, %v after the start: %v", n, time.Since(end.Add(-span)), err)
 		}
 	}
-	t.Logf("franz-go produced %d records over %v with a %v session lifetime", n, 3*lifetime, lifetime)
+	return n
+}
+
+// TestOAuthBearerTokenLifetime: an OAUTHBEARER session lasts as long as its
+// token, with connections.max.reauth.ms unset (Kafka's
+// SaslServerAuthenticator): SaslAuthenticate announces the time left to
+// the token's exp, a request after it closes the connection, and
+// franz-go, which re-authenticates with a fresh token from its provider,
+// produces across several token lifetimes.
+func TestOAuthBearerTokenLifetime(t *testing.T) {
+	const lifetime = 1500 * time.Millisecond
+	saslAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	StartBroker(t,
+		"listeners=PLAINTEXT://{addr},SASL_PLAINTEXT://"+saslAddr,
+		"sasl.enabled.mechanisms=OAUTHBEARER",
+		`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`)
+	token := func(exp time.Time) string {
+		tok, err := sasl.EncodeUnsecuredJWT(map[string]any{"sub": "alice", "exp": float64(exp.UnixMilli()) / 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+
+	k, err := dialK(saslAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if hs, err := k.handshake("OAUTHBEARER"); err != nil || hs.ErrorCode != 0 {
+		t.Fatalf("handshake: %v %+v", err, hs)
+	}
+	exp := time.Now().Add(lifetime)
+	resp, err := k.authenticate([]byte("n,,\x01auth=Bearer " + token(exp) + "\x01\x01"))
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("authenticate: %v %+v", err, resp)
+	}
+	if life := resp.SessionLifetimeMillis; life <= 0 || life > lifetime.Milliseconds() {
+		t.Fatalf("session lifetime %d ms, want (0, %d] (the token's)", life, lifetime.Milliseconds())
+	}
+	if _, err := k.metadata(); err != nil {
+		t.Fatalf("metadata within the token's lifetime: %v", err)
+	}
+	time.Sleep(time.Until(exp.Add(200 * time.Millisecond))) // the lifetime itself is what is tested
+	if _, err := k.send(metadataReq()); err != nil {
+		t.Fatalf("sending metadata after the token expired: %v", err)
+	}
+	expectClosedNow(t, k, "metadata after the token expired")
+
+	var tokens atomic.Int32 // the provider runs for each connection's login
+	cl, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.AllowAutoTopicCreation(), kgo.RecordRetries(0),
+		kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			tokens.Add(1)
+			return oauth.Auth{Token: token(time.Now().Add(lifetime))}, nil
+		})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n := produceFor(t, cl, "oauth-reauth", 3*lifetime)
+	cl.Close()
+	if got := tokens.Load(); got < 3 {
+		t.Fatalf("franz-go authenticated %d times over %v with %v tokens, want re-authentication (>= 3)", got, 3*lifetime, lifetime)
+	}
+	t.Logf("franz-go produced %d records over %v with %d tokens of %v", n, 3*lifetime, tokens.Load(), lifetime)
 }

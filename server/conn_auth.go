@@ -117,7 +117,8 @@ func (a *connAuth) step(token []byte, now time.Time) (out []byte, err error) {
 	if !done {
 		return out, nil
 	}
-	user := a.exchange.Principal()
+	ex := a.exchange
+	user := ex.Principal()
 	a.exchange, a.rawTokens = nil, false
 	a.listener.authOK.Add(1)
 	if a.reauthenticating && user != a.user {
@@ -126,10 +127,31 @@ func (a *connAuth) step(token []byte, now time.Time) (out []byte, err error) {
 	}
 	a.user, a.principal, a.authenticated, a.reauthenticating = user, "User:"+user, true, false
 	a.done.Store(true)
-	if lifetime := a.listener.reauth; lifetime > 0 {
-		a.expires = now.Add(lifetime)
+	var credential time.Time
+	if ex, ok := ex.(sasl.Expiring); ok {
+		credential = ex.CredentialExpiry()
 	}
+	a.expires = sessionExpiry(now, a.listener.reauth, credential)
 	return out, nil
+}
+
+// sessionExpiry is when a session authenticated at now ends, as Kafka's
+// SaslServerAuthenticator decides it: at the credential's expiry (an
+// OAUTHBEARER token's exp; zero for none) or after reauth
+// (connections.max.reauth.ms; 0 for no limit), whichever comes first, never
+// before now; zero when neither limits it.
+func sessionExpiry(now time.Time, reauth time.Duration, credential time.Time) time.Time {
+	var end time.Time
+	if reauth > 0 {
+		end = now.Add(reauth)
+	}
+	if !credential.IsZero() && (end.IsZero() || credential.Before(end)) {
+		end = credential
+	}
+	if !end.IsZero() && end.Before(now) {
+		end = now
+	}
+	return end
 }
 
 // sessionLifetime is what SaslAuthenticate v1+ tells the client: how long

@@ -71,7 +71,7 @@ func newListeners(cfg config.Config, scram sasl.Lookup, dataDir string, logger *
 		if strings.HasPrefix(ln.protocol, "SASL_") {
 			mechs := config.SplitList(settings["sasl.enabled.mechanisms"])
 			if len(mechs) == 0 {
-				return nil, fmt.Errorf("listener %s (%s): sasl.enabled.mechanisms is not set (Kafka's default, GSSAPI, is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", name, ln.protocol)
+				return nil, fmt.Errorf("listener %s (%s): sasl.enabled.mechanisms is not set (Kafka's default, GSSAPI, is not supported: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", name, ln.protocol)
 			}
 			sc := sasl.ServerConfig{Enabled: mechs, Scram: scram}
 			for _, m := range mechs {
@@ -82,6 +82,12 @@ func newListeners(cfg config.Config, scram sasl.Lookup, dataDir string, logger *
 						return nil, fmt.Errorf("listener %s: %w", name, err)
 					}
 					sc.PlainUsers = jaas.PlainUsers()
+				case sasl.OAuthBearer:
+					v, err := listenerOAuthBearer(settings)
+					if err != nil {
+						return nil, fmt.Errorf("listener %s: %w", name, err)
+					}
+					sc.OAuthBearer = &v
 				case sasl.ScramSHA256, sasl.ScramSHA512:
 					if secret == nil {
 						if secret, err = loadSASLSecret(dataDir); err != nil {
@@ -118,6 +124,29 @@ func listenerJAAS(settings map[string]string, mechanism string) (sasl.JAAS, erro
 		return sasl.JAAS{}, fmt.Errorf("%s: %w", key, err)
 	}
 	return j, nil
+}
+
+// listenerOAuthBearer is a listener's OAUTHBEARER validator: Kafka's
+// unsecured one (the only server callback handler kbroker has), with the
+// unsecuredValidator* options of the listener's OAuthBearerLoginModule
+// entry, which Kafka requires as for any mechanism.
+func listenerOAuthBearer(settings map[string]string) (sasl.UnsecuredValidator, error) {
+	class, ok := settings["oauthbearer.sasl.server.callback.handler.class"]
+	if !ok {
+		class = settings["sasl.server.callback.handler.class"]
+	}
+	if err := sasl.CheckOAuthBearerCallbackHandler(strings.TrimSpace(class)); err != nil {
+		return sasl.UnsecuredValidator{}, err
+	}
+	jaas, err := listenerJAAS(settings, sasl.OAuthBearer)
+	if err != nil {
+		return sasl.UnsecuredValidator{}, err
+	}
+	v, err := jaas.UnsecuredValidator()
+	if err != nil {
+		return v, fmt.Errorf("oauthbearer.sasl.jaas.config: %w", err)
+	}
+	return v, nil
 }
 
 // loadSASLSecret reads the unknown-user secret from dataDir, creating it

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kbroker/kbroker/config"
 	"github.com/kbroker/kbroker/internal/kafkaconn"
 	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/kbroker/kbroker/internal/tlsconf"
+	franzsasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -17,7 +21,9 @@ import (
 // inter-broker listener. TLS uses that listener's ssl.* settings (its
 // keystore as the client certificate, its truststore for the peers');
 // SASL uses sasl.mechanism.inter.broker.protocol with the username and
-// password of that mechanism's JAAS entry on the listener, as Kafka.
+// password of that mechanism's JAAS entry on the listener, as Kafka, or
+// for OAUTHBEARER an unsecured token made from the entry's unsecuredLogin*
+// options (Kafka's default login callback handler).
 func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
 	var sec kafkaconn.Security
 	name := strings.ToUpper(cfg.InterBrokerListenerName)
@@ -39,6 +45,14 @@ func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
 		if err != nil {
 			return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
 		}
+		if mech == sasl.OAuthBearer {
+			m, err := oauthBearerLogin(jaas)
+			if err != nil {
+				return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
+			}
+			sec.SASL = m
+			return sec, nil
+		}
 		user, pass := jaas.Username(), jaas.Password()
 		if user == "" || pass == "" {
 			return sec, fmt.Errorf("inter-broker listener %s: the %s JAAS entry needs username and password options for this broker's own connections", name, mech)
@@ -51,8 +65,21 @@ func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
 		case sasl.ScramSHA512:
 			sec.SASL = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
 		default:
-			return sec, fmt.Errorf("sasl.mechanism.inter.broker.protocol: %s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", mech)
+			return sec, fmt.Errorf("sasl.mechanism.inter.broker.protocol: %s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", mech)
 		}
 	}
 	return sec, nil
+}
+
+// oauthBearerLogin is the broker's own OAUTHBEARER login: a fresh unsecured
+// token for each connection (its iat and exp from the moment it connects),
+// checked once now so that bad options stop the broker at start.
+func oauthBearerLogin(jaas sasl.JAAS) (franzsasl.Mechanism, error) {
+	if _, _, err := sasl.UnsecuredLoginToken(jaas.Options, time.Now()); err != nil {
+		return nil, fmt.Errorf("the OAUTHBEARER JAAS entry cannot make this broker's token: %w", err)
+	}
+	return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		token, ext, err := sasl.UnsecuredLoginToken(jaas.Options, time.Now())
+		return oauth.Auth{Token: token, Extensions: ext}, err
+	}), nil
 }

@@ -7,8 +7,9 @@
 // on no command line:
 //
 //   KB_PROTOCOL   SSL, SASL_PLAINTEXT or SASL_SSL
-//   KB_MECHANISM  PLAIN or SCRAM-SHA-512 (SASL_* only)
+//   KB_MECHANISM  PLAIN, SCRAM-SHA-512 or OAUTHBEARER (SASL_* only)
 //   KB_USER, KB_PASSWORD
+//   KB_TOKEN      the OAUTHBEARER token
 //   KB_CA         the CA certificate (PEM) that signed the broker's
 //   KB_CERT, KB_KEY  the client certificate and key (PEM), if any
 //
@@ -47,7 +48,9 @@ if (protocol.endsWith('SSL')) {
     config.ssl.key = fs.readFileSync(env.KB_KEY, 'utf8')
   }
 }
-if (protocol.startsWith('SASL_')) {
+if (env.KB_MECHANISM === 'OAUTHBEARER') {
+  config.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: env.KB_TOKEN }) }
+} else if (protocol.startsWith('SASL_')) {
   config.sasl = { mechanism: env.KB_MECHANISM.toLowerCase(), username: env.KB_USER, password: env.KB_PASSWORD }
 }
 const kafka = new Kafka(config)

@@ -8,8 +8,10 @@
 # on no command line:
 #
 #   KB_PROTOCOL   SSL, SASL_PLAINTEXT or SASL_SSL
-#   KB_MECHANISM  PLAIN or SCRAM-SHA-512 (SASL_* only)
+#   KB_MECHANISM  PLAIN, SCRAM-SHA-512 or OAUTHBEARER (SASL_* only)
 #   KB_USER, KB_PASSWORD
+#   KB_TOKEN      the OAUTHBEARER token (kafka-python; librdkafka makes its
+#                 own unsecured one for KB_USER)
 #   KB_CA         the CA certificate (PEM) that signed the broker's
 #   KB_CERT, KB_KEY  the client certificate and key (PEM), if any
 #
@@ -29,11 +31,25 @@ mechanism = env.get('KB_MECHANISM', '')
 values = ['%s-%d' % (prefix, i) for i in range(n)]
 
 
+class TokenProvider:
+    # kafka-python's AbstractTokenProvider shape: token() and extensions().
+    def __init__(self, token):
+        self._token = token
+
+    def token(self):
+        return self._token
+
+    def extensions(self):
+        return {'traceId': 'kafka-python'}
+
+
 def kafka_python():
     from kafka import KafkaConsumer, KafkaProducer
 
     sec = {'bootstrap_servers': addr, 'security_protocol': protocol}
-    if protocol.startswith('SASL_'):
+    if mechanism == 'OAUTHBEARER':
+        sec.update(sasl_mechanism=mechanism, sasl_oauth_token_provider=TokenProvider(env['KB_TOKEN']))
+    elif protocol.startswith('SASL_'):
         sec.update(sasl_mechanism=mechanism, sasl_plain_username=env['KB_USER'],
                    sasl_plain_password=env['KB_PASSWORD'])
     if protocol.endswith('SSL'):
@@ -64,7 +80,11 @@ def confluent():
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
     sec = {'bootstrap.servers': addr, 'security.protocol': protocol}
-    if protocol.startswith('SASL_'):
+    if mechanism == 'OAUTHBEARER':
+        # librdkafka makes the unsecured JWT itself.
+        sec.update({'sasl.mechanisms': mechanism, 'enable.sasl.oauthbearer.unsecure.jwt': True,
+                    'sasl.oauthbearer.config': 'principal=%s scope=kafka extension_traceId=confluent' % env['KB_USER']})
+    elif protocol.startswith('SASL_'):
         sec.update({'sasl.mechanisms': mechanism, 'sasl.username': env['KB_USER'],
                     'sasl.password': env['KB_PASSWORD']})
     if protocol.endswith('SSL'):

@@ -1,11 +1,13 @@
 // Package sasl is the broker side of Kafka's SASL mechanisms (PLAIN,
-// SCRAM-SHA-256, SCRAM-SHA-512): the credentials it stores, the
+// SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER with unsecured tokens): the
+// credentials it stores, the
 // sasl.jaas.config parser, and the challenge/response logic behind
 // SaslHandshake and SaslAuthenticate. It does no I/O; the connection code
 // feeds it the client's bytes.
 //
-// Not supported: GSSAPI (Kerberos), OAUTHBEARER, and SCRAM with
-// delegation tokens (the tokenauth extension fails authentication).
+// Not supported: GSSAPI (Kerberos), OAUTHBEARER with signed tokens (OIDC),
+// and SCRAM with delegation tokens (the tokenauth extension fails
+// authentication).
 package sasl
 
 import (
@@ -27,6 +29,7 @@ const (
 	Plain       = "PLAIN"
 	ScramSHA256 = "SCRAM-SHA-256"
 	ScramSHA512 = "SCRAM-SHA-512"
+	OAuthBearer = "OAUTHBEARER"
 )
 
 // Iteration bounds of Kafka's ScramMechanism, the same for both SCRAM

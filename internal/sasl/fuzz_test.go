@@ -85,6 +85,45 @@ func FuzzScramStep(f *testing.F) {
 	})
 }
 
+// Any OAUTHBEARER client message authenticates, is answered with a JSON
+// status (then ^A fails the exchange with it), or fails with an
+// *AuthError; nothing panics.
+func FuzzOAuthBearerStep(f *testing.F) {
+	srv := oauthServer(f, UnsecuredValidator{RequiredScope: []string{"read"}})
+	tok := jwt(f, map[string]any{"sub": "alice", "exp": oauthNow + 60, "scope": []string{"read"}})
+	f.Add([]byte("n,,\x01auth=Bearer " + tok + "\x01\x01"))
+	f.Add([]byte("n,a=alice,\x01auth=Bearer " + tok + "\x01traceId=x\x01\x01"))
+	f.Add([]byte("n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.e30.\x01\x01"))
+	f.Add([]byte("n,,\x01auth=Bearer a.b.c\x01\x01"))
+	f.Add([]byte("\x01"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ex, err := srv.Start(OAuthBearer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, done, err := ex.Step(in)
+		var ae *AuthError
+		switch {
+		case done:
+			if err != nil || len(out) != 0 || ex.Principal() == "" {
+				t.Fatalf("Step(%q) done with %q, %v, principal %q", in, out, err, ex.Principal())
+			}
+		case err != nil:
+			if !errors.As(err, &ae) || ae.Mechanism != OAuthBearer ||
+				(ae.Message != genericFailure(OAuthBearer, "").Message && !strings.HasPrefix(ae.Message, "Authentication failed: Client requested an authorization id")) {
+				t.Fatalf("Step(%q): %#v", in, err)
+			}
+		default:
+			if !strings.HasPrefix(string(out), `{"status":"`) {
+				t.Fatalf("Step(%q) challenged with %q", in, out)
+			}
+			if _, _, err := ex.Step([]byte{0x01}); err == nil || err.Error() != string(out) {
+				t.Fatalf("^A after challenge %q: %v", out, err)
+			}
+		}
+	})
+}
+
 // checkAuthError asserts err is an *AuthError carrying one of the texts
 // Kafka sends for mechanism.
 func checkAuthError(t *testing.T, err error, mechanism string) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrUnsupportedMechanism is returned (wrapped, with the enabled list) by
@@ -76,6 +77,12 @@ type ServerConfig struct {
 	PlainUsers map[string]string
 	// Scram finds SCRAM credentials; needed when a SCRAM mechanism is on.
 	Scram Lookup
+	// OAuthBearer checks OAUTHBEARER tokens; needed when OAUTHBEARER is
+	// on (JAAS.UnsecuredValidator of the listener's entry).
+	OAuthBearer *UnsecuredValidator
+	// Now is the clock OAUTHBEARER tokens are checked against; nil means
+	// time.Now.
+	Now func() time.Time
 	// Secret keys the fake credentials served for unknown SCRAM users. It
 	// must stay the same across restarts and across the brokers of a
 	// cluster: a real user's salt is the same everywhere, so a fake one
@@ -96,11 +103,13 @@ type Server struct {
 	plain  map[string][sha256.Size]byte
 	scram  Lookup
 	secret []byte
+	oauth  *UnsecuredValidator
+	now    func() time.Time
 }
 
-// NewServer checks cfg and builds a Server. Only PLAIN, SCRAM-SHA-256 and
-// SCRAM-SHA-512 are implemented; any other name (including Kafka's default
-// GSSAPI) is an error naming it.
+// NewServer checks cfg and builds a Server. PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512 and OAUTHBEARER (unsecured tokens) are implemented; any
+// other name (including Kafka's default GSSAPI) is an error naming it.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	if len(cfg.Enabled) == 0 {
 		return nil, errors.New("sasl: no mechanisms enabled (sasl.enabled.mechanisms is empty)")
@@ -108,11 +117,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{}
 	for _, m := range cfg.Enabled {
 		switch m {
-		case Plain, ScramSHA256, ScramSHA512:
-		case "GSSAPI", "OAUTHBEARER":
-			return nil, fmt.Errorf("sasl: mechanism %s is not supported (supported: %s, %s, %s)", m, Plain, ScramSHA256, ScramSHA512)
+		case Plain, ScramSHA256, ScramSHA512, OAuthBearer:
+		case "GSSAPI":
+			return nil, fmt.Errorf("sasl: mechanism %s is not supported (supported: %s)", m, supported)
 		default:
-			return nil, fmt.Errorf("sasl: unknown mechanism %q (supported: %s, %s, %s)", m, Plain, ScramSHA256, ScramSHA512)
+			return nil, fmt.Errorf("sasl: unknown mechanism %q (supported: %s)", m, supported)
 		}
 		if !slices.Contains(s.enabled, m) {
 			s.enabled = append(s.enabled, m)
@@ -137,8 +146,22 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.scram = cfg.Scram
 		s.secret = slices.Clone(cfg.Secret)
 	}
+	if slices.Contains(s.enabled, OAuthBearer) {
+		if cfg.OAuthBearer == nil {
+			return nil, errors.New("sasl: OAUTHBEARER is enabled but no token validator is configured")
+		}
+		v := *cfg.OAuthBearer
+		s.oauth = &v
+		s.now = cfg.Now
+		if s.now == nil {
+			s.now = time.Now
+		}
+	}
 	return s, nil
 }
+
+// supported lists the mechanisms NewServer takes, for its errors.
+var supported = strings.Join([]string{Plain, ScramSHA256, ScramSHA512, OAuthBearer}, ", ")
 
 // Enabled is the mechanisms the listener offers, for the SaslHandshake
 // response.
@@ -167,6 +190,8 @@ func (s *Server) Start(mechanism string) (Exchange, error) {
 	switch mechanism {
 	case Plain:
 		return &plainExchange{users: s.plain}, nil
+	case OAuthBearer:
+		return &oauthExchange{validator: s.oauth, now: s.now}, nil
 	default:
 		h, _ := hashFor(mechanism)
 		return &scramExchange{mechanism: mechanism, hash: h, lookup: s.scram, secret: s.secret}, nil

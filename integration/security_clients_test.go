@@ -137,7 +137,7 @@ func TestSecurityClients(t *testing.T) {
 	pki, brokerProps := secMakePKI(t, dir, keystorePassword)
 	// OAUTHBEARER tokens: unsecured JWTs, as Kafka's default validator
 	// takes (librdkafka makes its own from sasl.oauthbearer.config).
-	token := secOAuthToken(t, time.Now().Add(10*time.Minute), "kafka")
+	token := secOAuthToken(t, time.Now().Add(time.Hour), "kafka") // outlives every case before it
 
 	// The secrets go into the broker's properties file; everything else
 	// is an override.

@@ -2,13 +2,16 @@ package integration
 
 import (
 	"context"
+	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kbroker/kbroker/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
@@ -115,20 +118,16 @@ func produceFor(t *testing.T, cl *kgo.Client, topic string, span time.Duration) 
 // franz-go, which re-authenticates with a fresh token from its provider,
 // produces across several token lifetimes.
 func TestOAuthBearerTokenLifetime(t *testing.T) {
-	const lifetime = 1500 * time.Millisecond
 	saslAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	StartBroker(t,
 		"listeners=PLAINTEXT://{addr},SASL_PLAINTEXT://"+saslAddr,
 		"sasl.enabled.mechanisms=OAUTHBEARER",
 		`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`)
-	token := func(exp time.Time) string {
-		tok, err := sasl.EncodeUnsecuredJWT(map[string]any{"sub": "alice", "exp": float64(exp.UnixMilli()) / 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
+	token := func(exp time.Time) (string, error) {
+		return sasl.EncodeUnsecuredJWT(map[string]any{"sub": "alice", "exp": float64(exp.UnixMilli()) / 1000})
 	}
 
+	const rawLifetime = 3 * time.Second
 	k, err := dialK(saslAddr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -137,13 +136,17 @@ func TestOAuthBearerTokenLifetime(t *testing.T) {
 	if hs, err := k.handshake("OAUTHBEARER"); err != nil || hs.ErrorCode != 0 {
 		t.Fatalf("handshake: %v %+v", err, hs)
 	}
-	exp := time.Now().Add(lifetime)
-	resp, err := k.authenticate([]byte("n,,\x01auth=Bearer " + token(exp) + "\x01\x01"))
-	if err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("authenticate: %v %+v", err, resp)
+	exp := time.Now().Add(rawLifetime)
+	tok, err := token(exp)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if life := resp.SessionLifetimeMillis; life <= 0 || life > lifetime.Milliseconds() {
-		t.Fatalf("session lifetime %d ms, want (0, %d] (the token's)", life, lifetime.Milliseconds())
+	resp, err := k.authenticate([]byte("n,,\x01auth=Bearer " + tok + "\x01\x01"))
+	if err != nil || resp.ErrorCode != 0 || len(resp.SASLAuthBytes) != 0 {
+		t.Fatalf("authenticate: %v, code %d, challenge %q; want authenticated", err, resp.ErrorCode, resp.SASLAuthBytes)
+	}
+	if life := resp.SessionLifetimeMillis; life <= 0 || life > rawLifetime.Milliseconds() {
+		t.Fatalf("session lifetime %d ms, want (0, %d] (the token's)", life, rawLifetime.Milliseconds())
 	}
 	if _, err := k.metadata(); err != nil {
 		t.Fatalf("metadata within the token's lifetime: %v", err)
@@ -154,11 +157,16 @@ func TestOAuthBearerTokenLifetime(t *testing.T) {
 	}
 	expectClosedNow(t, k, "metadata after the token expired")
 
-	var tokens atomic.Int32 // the provider runs for each connection's login
+	// franz-go logs in once per connection, then again on the same
+	// connection before each session ends: more tokens than connections.
+	const lifetime = 1500 * time.Millisecond
+	var tokens, connects atomic.Int32
 	cl, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.AllowAutoTopicCreation(), kgo.RecordRetries(0),
+		kgo.WithHooks(connectCounter{&connects}),
 		kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) {
-			tokens.Add(1)
-			return oauth.Auth{Token: token(time.Now().Add(lifetime))}, nil
+			tokens.Add(1) // the provider runs for each login, on franz-go's goroutines
+			tok, err := token(time.Now().Add(lifetime))
+			return oauth.Auth{Token: tok}, err
 		})))
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +174,72 @@ func TestOAuthBearerTokenLifetime(t *testing.T) {
 	defer cl.Close()
 	n := produceFor(t, cl, "oauth-reauth", 3*lifetime)
 	cl.Close()
-	if got := tokens.Load(); got < 3 {
-		t.Fatalf("franz-go authenticated %d times over %v with %v tokens, want re-authentication (>= 3)", got, 3*lifetime, lifetime)
+	if reauths := tokens.Load() - connects.Load(); reauths < 2 {
+		t.Fatalf("franz-go logged in %d times on %d connections over %v with %v tokens, want >= 2 re-authentications",
+			tokens.Load(), connects.Load(), 3*lifetime, lifetime)
 	}
-	t.Logf("franz-go produced %d records over %v with %d tokens of %v", n, 3*lifetime, tokens.Load(), lifetime)
+	t.Logf("franz-go produced %d records over %v: %d connections, %d tokens of %v", n, 3*lifetime, connects.Load(), tokens.Load(), lifetime)
+}
+
+// connectCounter counts a client's successful connections.
+type connectCounter struct{ n *atomic.Int32 }
+
+func (c connectCounter) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		c.n.Add(1)
+	}
+}
+
+// TestSASLFrameLimit: until a client has authenticated, a frame larger than
+// sasl.server.max.receive.size closes its connection (Kafka's
+// SaslServerAuthenticator), whatever the mechanism, so an unauthenticated
+// client cannot make the broker read and parse socket.request.max.bytes;
+// once authenticated, the usual limit applies.
+func TestSASLFrameLimit(t *testing.T) {
+	const limit = 64 << 10
+	saslAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	StartBroker(t,
+		"listeners=PLAINTEXT://{addr},SASL_PLAINTEXT://"+saslAddr,
+		"sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
+		`listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`,
+		`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`,
+		"sasl.server.max.receive.size="+strconv.Itoa(limit))
+
+	// A frame header announcing more than the limit, before anything else.
+	k, err := dialK(saslAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if _, err := k.Write([]byte{0, 1, 0, 1}); err != nil { // 65,537 bytes to come
+		t.Fatal(err)
+	}
+	expectClosedNow(t, k, "a frame of limit+1 bytes before authenticating")
+
+	// An OAUTHBEARER token past the limit, after the handshake.
+	k2, err := dialK(saslAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k2.Close()
+	if hs, err := k2.handshake("OAUTHBEARER"); err != nil || hs.ErrorCode != 0 {
+		t.Fatalf("handshake: %v %+v", err, hs)
+	}
+	big := strings.Repeat("a", limit)
+	if _, err := k2.send(&kmsg.SASLAuthenticateRequest{SASLAuthBytes: []byte("n,,\x01auth=Bearer " + big + "\x01\x01")}); err != nil {
+		t.Fatalf("sending the large token: %v", err)
+	}
+	expectClosedNow(t, k2, "a SaslAuthenticate frame over the limit")
+
+	// Authenticated, a produce request of four times the limit is taken.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.AllowAutoTopicCreation(),
+		kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testContext(t, 20*time.Second)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "large", Value: []byte(strings.Repeat("v", 4*limit))}).FirstErr(); err != nil {
+		t.Fatalf("a %d-byte record after authenticating: %v", 4*limit, err)
+	}
 }

@@ -149,7 +149,12 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 		if sizeBuf, err := r.Peek(4); err == nil {
 			size = int32(binary.BigEndian.Uint32(sizeBuf))
 		}
-		if size >= 0 && size <= b.cfg.SocketRequestMaxBytes {
+		maxFrame := auth.frameLimit(b.cfg.SocketRequestMaxBytes)
+		if size > maxFrame && auth.authenticating() {
+			logger.Info("closing connection: frame larger than sasl.server.max.receive.size before authentication", "listener", l.name, "bytes", size, "limit", maxFrame)
+			return
+		}
+		if size >= 0 && size <= maxFrame {
 			st.requestRead(time.Now())
 			// A produce request's buffer is reusable once its handler
 			// returns: the pool gives it one of its arena (see
@@ -171,7 +176,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 				frameBuf = held.buf
 			}
 		}
-		frame, err := protocol.ReadFrame(r, b.cfg.SocketRequestMaxBytes, frameBuf)
+		frame, err := protocol.ReadFrame(r, maxFrame, frameBuf)
 		received := time.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {

@@ -99,6 +99,22 @@ func (a *connAuth) handshake(mechanism string, version int16) error {
 	return nil
 }
 
+// frameLimit is the largest request frame the connection may send now:
+// limit (socket.request.max.bytes), or less while it authenticates
+// (sasl.server.max.receive.size, as Kafka's SaslServerAuthenticator).
+func (a *connAuth) frameLimit(limit int32) int32 {
+	if a.authenticating() {
+		return min(limit, a.listener.saslMaxReceive)
+	}
+	return limit
+}
+
+// authenticating reports whether the connection has not authenticated yet
+// or is in a re-authentication exchange.
+func (a *connAuth) authenticating() bool {
+	return a.listener.sasl != nil && (!a.authenticated || a.exchange != nil)
+}
+
 // errIllegalSASLState is a SASL request out of order (ILLEGAL_SASL_STATE).
 var errIllegalSASLState = errors.New("illegal SASL state")
 
@@ -155,9 +171,11 @@ func sessionExpiry(now time.Time, reauth time.Duration, credential time.Time) ti
 }
 
 // sessionLifetime is what SaslAuthenticate v1+ tells the client: how long
-// the session lasts from now, 0 for no limit.
+// the session lasts from now, 0 for no limit; 0 too, as in Kafka, while an
+// exchange is still running and for a session that ends at once (a token
+// past its exp within the allowed clock skew).
 func (a *connAuth) sessionLifetime(now time.Time) int64 {
-	if a.expires.IsZero() {
+	if a.expires.IsZero() || a.exchange != nil || !a.expires.After(now) {
 		return 0
 	}
 	return max(a.expires.Sub(now).Milliseconds(), 1)

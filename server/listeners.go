@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,12 @@ type listener struct {
 	name     string // upper case, as in listeners
 	protocol string // PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
 	// sasl runs the exchanges on a SASL_* listener (nil otherwise);
-	// reauth is connections.max.reauth.ms (0: sessions never expire).
-	sasl   *sasl.Server
-	reauth time.Duration
+	// reauth is connections.max.reauth.ms (0: sessions never expire);
+	// saslMaxReceive is sasl.server.max.receive.size, the largest frame
+	// taken while a connection authenticates.
+	sasl           *sasl.Server
+	reauth         time.Duration
+	saslMaxReceive int32
 	// tls secures an SSL or SASL_SSL listener (nil otherwise); it maps
 	// a client certificate to the principal (ssl.principal.mapping.rules).
 	tls       *tlsconf.Server
@@ -101,6 +105,9 @@ func newListeners(cfg config.Config, scram sasl.Lookup, dataDir string, logger *
 				return nil, fmt.Errorf("listener %s: %w", name, err)
 			}
 			ln.reauth = cfg.ConnectionsMaxReauth
+			if ln.saslMaxReceive, err = saslMaxReceiveSize(settings); err != nil {
+				return nil, fmt.Errorf("listener %s: %w", name, err)
+			}
 		}
 		out[name] = ln
 	}
@@ -124,6 +131,25 @@ func listenerJAAS(settings map[string]string, mechanism string) (sasl.JAAS, erro
 		return sasl.JAAS{}, fmt.Errorf("%s: %w", key, err)
 	}
 	return j, nil
+}
+
+// defaultSASLMaxReceive is Kafka's default sasl.server.max.receive.size.
+const defaultSASLMaxReceive = 512 << 10
+
+// saslMaxReceiveSize is sasl.server.max.receive.size: as in Kafka, a frame
+// larger than it before a client has authenticated (or while it
+// re-authenticates) closes the connection, so an unauthenticated client
+// cannot make the broker read and parse socket.request.max.bytes.
+func saslMaxReceiveSize(settings map[string]string) (int32, error) {
+	v, ok := settings["sasl.server.max.receive.size"]
+	if !ok {
+		return defaultSASLMaxReceive, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("sasl.server.max.receive.size: %q is not a number of bytes > 0", v)
+	}
+	return int32(n), nil
 }
 
 // listenerOAuthBearer is a listener's OAUTHBEARER validator: Kafka's

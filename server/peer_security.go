@@ -46,6 +46,13 @@ func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
 			return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
 		}
 		if mech == sasl.OAuthBearer {
+			class, ok := settings["oauthbearer.sasl.login.callback.handler.class"]
+			if !ok {
+				class = settings["sasl.login.callback.handler.class"]
+			}
+			if err := sasl.CheckOAuthBearerLoginCallbackHandler(strings.TrimSpace(class)); err != nil {
+				return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
+			}
 			m, err := oauthBearerLogin(jaas)
 			if err != nil {
 				return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
@@ -72,11 +79,22 @@ func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
 }
 
 // oauthBearerLogin is the broker's own OAUTHBEARER login: a fresh unsecured
-// token for each connection (its iat and exp from the moment it connects),
-// checked once now so that bad options stop the broker at start.
+// token for each connection (its iat and exp from the moment it connects).
+// One is made now and checked against the validator of the same JAAS
+// entry, which the other brokers' inter-broker listener runs, so that
+// options that cannot make an acceptable token stop the broker at start
+// instead of failing every connection to a peer.
 func oauthBearerLogin(jaas sasl.JAAS) (franzsasl.Mechanism, error) {
-	if _, _, err := sasl.UnsecuredLoginToken(jaas.Options, time.Now()); err != nil {
+	token, _, err := sasl.UnsecuredLoginToken(jaas.Options, time.Now())
+	if err != nil {
 		return nil, fmt.Errorf("the OAUTHBEARER JAAS entry cannot make this broker's token: %w", err)
+	}
+	v, err := jaas.UnsecuredValidator()
+	if err != nil {
+		return nil, fmt.Errorf("oauthbearer.sasl.jaas.config: %w", err)
+	}
+	if err := v.Validate(token, time.Now()); err != nil {
+		return nil, fmt.Errorf("the OAUTHBEARER JAAS entry makes a token for this broker that its own validator options refuse (%w): set unsecuredLogin* to match unsecuredValidator*", err)
 	}
 	return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
 		token, ext, err := sasl.UnsecuredLoginToken(jaas.Options, time.Now())

@@ -43,6 +43,30 @@ func CheckOAuthBearerCallbackHandler(class string) error {
 	return fmt.Errorf("sasl.server.callback.handler.class %s is not supported for OAUTHBEARER: kbroker validates unsecured JWTs only (Kafka's default, %s), for development", class, unsecuredValidatorClass)
 }
 
+// unsecuredLoginClass is the only login callback handler kbroker
+// implements (for its own inter-broker token), Kafka's default.
+const unsecuredLoginClass = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredLoginCallbackHandler"
+
+// CheckOAuthBearerLoginCallbackHandler refuses a
+// [listener.name.<l>.oauthbearer.]sasl.login.callback.handler.class other
+// than Kafka's unsecured one (or none, which means it): a broker set up to
+// fetch signed tokens would otherwise log in with an unsecured one.
+func CheckOAuthBearerLoginCallbackHandler(class string) error {
+	if class == "" || class == unsecuredLoginClass {
+		return nil
+	}
+	return fmt.Errorf("sasl.login.callback.handler.class %s is not supported for OAUTHBEARER: kbroker makes unsecured tokens only (Kafka's default, %s)", class, unsecuredLoginClass)
+}
+
+// Validate checks token as the exchange does at now, for a broker's own
+// token: nil, or why the validator refuses it.
+func (v *UnsecuredValidator) Validate(token string, now time.Time) error {
+	if _, terr := v.validate(token, now); terr != nil {
+		return fmt.Errorf("%s: %s", terr.status, terr.reason)
+	}
+	return nil
+}
+
 // UnsecuredValidator checks unsecured JWTs. Its fields are the
 // unsecuredValidator* options of the listener's OAuthBearerLoginModule
 // JAAS entry.
@@ -65,21 +89,26 @@ type UnsecuredValidator struct {
 // entry, as Kafka's unsecured validator does.
 func (j JAAS) UnsecuredValidator() (UnsecuredValidator, error) {
 	v := UnsecuredValidator{PrincipalClaim: "sub", ScopeClaim: "scope"}
-	if s := strings.TrimSpace(j.Options["unsecuredValidatorPrincipalClaimName"]); s != "" {
+	if s := javaTrim(j.Options["unsecuredValidatorPrincipalClaimName"]); s != "" {
 		v.PrincipalClaim = s
 	}
-	if s := strings.TrimSpace(j.Options["unsecuredValidatorScopeClaimName"]); s != "" {
+	if s := javaTrim(j.Options["unsecuredValidatorScopeClaimName"]); s != "" {
 		v.ScopeClaim = s
 	}
-	if s := strings.TrimSpace(j.Options["unsecuredValidatorRequiredScope"]); s != "" {
-		for _, item := range strings.Fields(s) {
+	if s := javaTrim(j.Options["unsecuredValidatorRequiredScope"]); s != "" {
+		// Kafka's OAuthBearerScopeUtils splits on spaces only: a tab is
+		// part of an item, and an invalid one.
+		for _, item := range strings.Split(s, " ") {
+			if item == "" {
+				continue
+			}
 			if !validScopeToken(item) {
 				return v, fmt.Errorf("unsecuredValidatorRequiredScope: invalid scope token %q (RFC 6749: printable ASCII but space, '\"' and '\\')", item)
 			}
 			v.RequiredScope = append(v.RequiredScope, item)
 		}
 	}
-	if s := strings.TrimSpace(j.Options["unsecuredValidatorAllowableClockSkewMs"]); s != "" {
+	if s := javaTrim(j.Options["unsecuredValidatorAllowableClockSkewMs"]); s != "" {
 		ms, err := strconv.ParseInt(s, 10, 32)
 		if err != nil || ms < 0 {
 			return v, fmt.Errorf("unsecuredValidatorAllowableClockSkewMs: %q is not a number of milliseconds >= 0", s)
@@ -87,6 +116,13 @@ func (j JAAS) UnsecuredValidator() (UnsecuredValidator, error) {
 		v.ClockSkew = time.Duration(ms) * time.Millisecond
 	}
 	return v, nil
+}
+
+// javaTrim is Java's String.trim, which Kafka applies to claims and
+// options: it strips the characters up to and including space (controls
+// too), and no other Unicode space.
+func javaTrim(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
 }
 
 // validScopeToken is RFC 6749's scope-token: %x21 / %x23-5B / %x5D-7E.
@@ -224,7 +260,7 @@ func (v *UnsecuredValidator) validate(token string, now time.Time) (unsecuredTok
 	t.expires = exp
 	switch p := claims[v.PrincipalClaim].(type) {
 	case string:
-		if strings.TrimSpace(p) == "" {
+		if javaTrim(p) == "" {
 			return t, invalidToken("no principal name in JWT claim: %s", v.PrincipalClaim)
 		}
 		t.principal = p
@@ -249,16 +285,24 @@ func (v *UnsecuredValidator) validate(token string, now time.Time) (unsecuredTok
 	for _, want := range v.RequiredScope {
 		if !slices.Contains(t.scope, want) {
 			return t, &tokenError{status: "insufficient_scope", scope: javaList(v.RequiredScope),
-				reason: fmt.Sprintf("the provided scope %s was missing a required scope (%s); all required scope elements: %s", javaList(t.scope), want, javaList(v.RequiredScope))}
+				reason: fmt.Sprintf("the provided scope %s was missing a required scope (%s); all required scope elements: %s", quote(javaList(t.scope)), want, javaList(v.RequiredScope))}
 		}
 	}
 	return t, nil
 }
 
 // expiry is the token's exp as a time, rounded to the millisecond as Kafka
-// rounds the credential's lifetime.
+// rounds the credential's lifetime, and saturated as Java's Math.round
+// saturates (an exp in nanoseconds, or infinite, is a session without end).
 func (t unsecuredToken) expiry() time.Time {
-	return time.UnixMilli(int64(math.Round(t.expires * 1000)))
+	ms := math.Round(t.expires * 1000)
+	switch {
+	case ms >= math.MaxInt64:
+		return time.UnixMilli(math.MaxInt64)
+	case ms <= math.MinInt64:
+		return time.UnixMilli(math.MinInt64)
+	}
+	return time.UnixMilli(int64(ms))
 }
 
 // jwtSegment decodes a header or claims segment: base64 (Kafka's basic
@@ -282,8 +326,10 @@ func jwtSegment(s string) (map[string]any, error) {
 	for k, v := range obj {
 		switch v := v.(type) {
 		case json.Number:
-			f, err := v.Float64()
-			if err != nil {
+			// Out of float64's range is ±Inf or 0 with ErrRange, as
+			// Jackson's double is.
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
 				return nil, errors.New("malformed JSON")
 			}
 			out[k] = f
@@ -336,14 +382,14 @@ func scopeClaim(claims map[string]any, name string) ([]string, error) {
 	case nil:
 		return nil, nil
 	case string:
-		if s := strings.TrimSpace(v); s != "" {
+		if s := javaTrim(v); s != "" {
 			return []string{s}, nil
 		}
 		return nil, nil
 	case []string:
 		var out []string
 		for _, s := range v {
-			if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			if s = javaTrim(s); s != "" && !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}
@@ -438,7 +484,7 @@ type Expiring interface {
 // returns the unsecuredLoginExtension_<name> options as extensions.
 func UnsecuredLoginToken(options map[string]string, now time.Time) (token string, extensions map[string]string, err error) {
 	const prefix = "unsecuredLogin"
-	principalClaim := strings.TrimSpace(options[prefix+"PrincipalClaimName"])
+	principalClaim := javaTrim(options[prefix+"PrincipalClaimName"])
 	if principalClaim == "" {
 		principalClaim = "sub"
 	}
@@ -489,7 +535,7 @@ func UnsecuredLoginToken(options map[string]string, now time.Time) (token string
 		}
 		claims[name] = claim
 	}
-	if p, _ := claims[principalClaim].(string); strings.TrimSpace(p) == "" {
+	if p, _ := claims[principalClaim].(string); javaTrim(p) == "" {
 		return "", nil, fmt.Errorf("no principal: set %sStringClaim_%s", prefix, principalClaim)
 	}
 	nowSec := float64(now.UnixMilli()) / 1000

@@ -3,6 +3,7 @@ package sasl
 import (
 	"encoding/base64"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -93,10 +94,17 @@ func TestOAuthBearerExchange(t *testing.T) {
 		{name: "no sub", token: jwt(t, good(map[string]any{"sub": nil})), failStep: 2, message: invalidTokenJSON},
 		{name: "blank sub", token: jwt(t, good(map[string]any{"sub": "  "})), failStep: 2, message: invalidTokenJSON},
 		{name: "sub a number", token: jwt(t, good(map[string]any{"sub": 7})), failStep: 2, message: invalidTokenJSON},
+		// Blank as Java's trim sees it: controls are, a no-break space
+		// is not.
+		{name: "sub a control character", token: jwt(t, good(map[string]any{"sub": "\x00\t"})), failStep: 2, message: invalidTokenJSON},
+		{name: "sub a no-break space", token: jwt(t, good(map[string]any{"sub": "\u00a0"})), want: "\u00a0"},
 		{name: "another principal claim", validator: UnsecuredValidator{PrincipalClaim: "client_id"},
 			token: jwt(t, good(map[string]any{"client_id": "svc-1"})), want: "svc-1"},
 		{name: "the principal claim missing", validator: UnsecuredValidator{PrincipalClaim: "client_id"},
 			token: jwt(t, good(nil)), failStep: 2, message: invalidTokenJSON},
+		// Kafka drops the connection without an answer for the next two
+		// (a NullPointerException, an IllegalArgumentException); kbroker
+		// answers as for any other bad token or message.
 		{name: "a signed token", token: b64url(`{"alg":"HS256"}`) + "." + b64url(`{"sub":"alice","exp":1800000060}`) + ".c2ln",
 			failStep: 2, message: invalidTokenJSON},
 		{name: "alg none with a signature", token: jwt(t, good(nil)) + "c2ln", failStep: 2, message: invalidTokenJSON},
@@ -163,6 +171,19 @@ func TestOAuthBearerCredentialExpiry(t *testing.T) {
 	}
 	if got, want := exp.CredentialExpiry(), time.UnixMilli(oauthNow*1000+90_123); !got.Equal(want) {
 		t.Fatalf("CredentialExpiry %v, want %v", got, want)
+	}
+
+	// An exp beyond int64 milliseconds (nanoseconds by mistake, or out of
+	// float64's range) saturates, as Java's Math.round: no end.
+	for _, claims := range []string{`{"sub":"alice","exp":9.3e15}`, `{"sub":"alice","exp":1e400}`} {
+		ex, _ := srv.Start(OAuthBearer)
+		tok := b64url(`{"alg":"none"}`) + "." + b64url(claims) + "."
+		if _, done, err := ex.Step([]byte("n,,\x01auth=Bearer " + tok + "\x01\x01")); err != nil || !done {
+			t.Fatalf("%s: done %v, %v", claims, done, err)
+		}
+		if got := ex.(Expiring).CredentialExpiry(); !got.Equal(time.UnixMilli(math.MaxInt64)) {
+			t.Fatalf("%s: CredentialExpiry %v, want the largest", claims, got)
+		}
 	}
 }
 
@@ -259,6 +280,8 @@ func TestUnsecuredValidatorOptions(t *testing.T) {
 		{"blank names keep the defaults", map[string]string{"unsecuredValidatorPrincipalClaimName": " ", "unsecuredValidatorScopeClaimName": ""},
 			UnsecuredValidator{PrincipalClaim: "sub", ScopeClaim: "scope"}, ""},
 		{"bad scope token", map[string]string{"unsecuredValidatorRequiredScope": `read "write"`}, UnsecuredValidator{}, "invalid scope token"},
+		// Kafka splits on spaces only: a tab is inside an item.
+		{"tab-separated scope", map[string]string{"unsecuredValidatorRequiredScope": "read\twrite"}, UnsecuredValidator{}, "invalid scope token"},
 		{"negative skew", map[string]string{"unsecuredValidatorAllowableClockSkewMs": "-1"}, UnsecuredValidator{}, "not a number of milliseconds"},
 		{"skew not a number", map[string]string{"unsecuredValidatorAllowableClockSkewMs": "1s"}, UnsecuredValidator{}, "not a number of milliseconds"},
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,9 +117,46 @@ type Cluster struct {
 	// ClusterConfig.TmpfsSize asked for them.
 	TmpfsErr error
 
-	// mu guards pids.
-	mu   sync.Mutex
-	pids map[int]int // live broker pid -> broker id
+	// mu guards pids and ports.
+	mu    sync.Mutex
+	pids  map[int]int  // live broker pid -> broker id
+	ports map[int]bool // handed out by listenPort
+}
+
+// listenPort returns a free 127.0.0.1 port below the kernel's ephemeral
+// range (ip_local_port_range), for a broker to listen on. A port from
+// launch.FreePort is an ephemeral one, and any process's next outgoing
+// connection may take it as its source port before the broker binds it: a
+// kverify run in CI once lost a broker at startup to "bind: address
+// already in use" so. Ports below the range are only ever bound on
+// purpose. taken holds the ports already handed out, so none is given
+// twice before its broker binds it.
+func listenPort(taken map[int]bool) (int, error) {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	from := max(lo/2, 1024)
+	if lo-from >= 1000 {
+		for range 100 {
+			p := from + rand.IntN(lo-from)
+			if taken[p] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				continue // bound by someone
+			}
+			l.Close()
+			taken[p] = true
+			return p, nil
+		}
+	}
+	return launch.FreePort() // no room below the range: the old way
 }
 
 // StartCluster starts ZooKeeper and the brokers and waits until every
@@ -131,7 +170,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, ZK: z, pids: map[int]int{}}
+	c := &Cluster{cfg: cfg, ZK: z, pids: map[int]int{}, ports: map[int]bool{}}
 	for id := 1; id <= cfg.Brokers; id++ {
 		b, err := c.newBroker(int32(id))
 		if err != nil {
@@ -153,11 +192,11 @@ func (c *Cluster) newBroker(id int32) (*Broker, error) {
 	b := &Broker{ID: id, cluster: c, LogDir: filepath.Join(c.cfg.Dir, fmt.Sprintf("broker%d", id))}
 	b.LogPath = b.LogDir + ".log"
 	var err error
-	if b.Port, err = launch.FreePort(); err != nil {
-		return nil, err
-	}
-	mp, err := launch.FreePort()
-	if err != nil {
+	c.mu.Lock()
+	b.Port, err = listenPort(c.ports)
+	mp, merr := listenPort(c.ports)
+	c.mu.Unlock()
+	if err = errors.Join(err, merr); err != nil {
 		return nil, err
 	}
 	b.metrics = "127.0.0.1:" + strconv.Itoa(mp)

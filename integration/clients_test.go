@@ -84,7 +84,7 @@ func TestClients(t *testing.T) {
 					ends := checkEndOffsets(t, adm, topic, produced, roundTripPartitions)
 					consumed := cl.consume(t, b, topic, ends)
 					compareRecords(t, produced, consumed, compareOpts{checkProducedOffsets: cl.name != "kcat"})
-					checkStoredCodec(t, raw, topic, c, cl.name == "kcat")
+					checkStoredCodec(t, raw, topic, c, cl.name == "kcat" || cl.name == "franz-go")
 					t.Logf("%d records: produce %v, total %v", len(rs), tProduce.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 				})
 			}
@@ -95,9 +95,11 @@ func TestClients(t *testing.T) {
 // checkStoredCodec asserts that the client really compressed: the first
 // batches of partition 0 as the broker stores them carry the codec. With
 // someUncompressed, batches without compression may be among them, as long
-// as one carries the codec: librdkafka sends a batch uncompressed when
-// compressing would make it larger (a batch of one short record, as its
-// linger cuts them on a busy machine).
+// as one carries the codec: librdkafka and franz-go (sink.go: "len(compressed)
+// < len(toCompress)") send a batch uncompressed when compressing would not
+// make it smaller (a batch of one short record, as their lingers cut them on
+// a busy machine; franz-go's snappy batch 3 of 10,000 records was one in a CI
+// rehearsal).
 func checkStoredCodec(t *testing.T, cl *kgo.Client, topic string, c codec, someUncompressed bool) {
 	t.Helper()
 	ctx := testContext(t, 15*time.Second)

@@ -366,7 +366,23 @@ func TestTxnClusterLeaderKilledMidTransaction(t *testing.T) {
 	// First a committed and an aborted transaction: after the failover the
 	// new leader, which copied them as a follower, must list the abort.
 	want := txnProduce(t, c.addrs(), "tx-before", topic, 2, 5)
-	cl := c.client(kgo.TransactionalID("tx-mid"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
+	// A transactional id whose coordinator is not the leader to be killed:
+	// the test is about the partition leader. (With both on one broker,
+	// franz-go's EndTransaction can fail with the dead coordinator's dial
+	// error before the coordinator moves: a CI rehearsal saw it; the
+	// coordinator's kill is TestTxnClusterETLExactlyOnceUnderFaults'.)
+	leader := c.mustPartState(topic, 0).Leader
+	txnID := ""
+	for i := 0; i < 30 && txnID == ""; i++ {
+		id := fmt.Sprintf("tx-mid-%d", i)
+		if coord, err := c.txnCoordinatorOf(id); err == nil && coord != leader {
+			txnID = id
+		}
+	}
+	if txnID == "" {
+		t.Fatalf("no transactional id of 30 has a coordinator other than broker %d", leader)
+	}
+	cl := c.client(kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -377,8 +393,10 @@ func TestTxnClusterLeaderKilledMidTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leader := c.mustPartState(topic, 0).Leader
-	coord, err := c.txnCoordinatorOf("tx-mid")
+	if now := c.mustPartState(topic, 0).Leader; now != leader {
+		t.Fatalf("leader of %s-0 moved from %d to %d without a fault", topic, leader, now)
+	}
+	coord, err := c.txnCoordinatorOf(txnID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,19 +118,28 @@ func newListeners(cfg config.Config, scram sasl.Lookup, dataDir string, logger *
 // listener.name.<l>.<mechanism>.sasl.jaas.config, as Kafka brokers read
 // it, or the plain sasl.jaas.config.
 func listenerJAAS(settings map[string]string, mechanism string) (sasl.JAAS, error) {
-	key := strings.ToLower(mechanism) + ".sasl.jaas.config"
-	v, ok := settings[key]
+	key, v, ok := mechanismSetting(settings, mechanism, "sasl.jaas.config")
 	if !ok {
-		key = "sasl.jaas.config"
-		if v, ok = settings[key]; !ok {
-			return sasl.JAAS{}, fmt.Errorf("%s is enabled but listener.name.<listener>.%s.sasl.jaas.config is not set", mechanism, strings.ToLower(mechanism))
-		}
+		return sasl.JAAS{}, fmt.Errorf("%s is enabled but listener.name.<listener>.%s.sasl.jaas.config is not set", mechanism, strings.ToLower(mechanism))
 	}
 	j, err := sasl.ParseJAAS(v)
 	if err != nil {
 		return sasl.JAAS{}, fmt.Errorf("%s: %w", key, err)
 	}
 	return j, nil
+}
+
+// mechanismSetting looks a SASL setting up in a listener's settings the
+// way Kafka prefixes it per mechanism: <mechanism>.<name> (from
+// listener.name.<l>.<mechanism>.<name>), else <name>. It returns the key
+// found, for error messages.
+func mechanismSetting(settings map[string]string, mechanism, name string) (key, value string, ok bool) {
+	key = strings.ToLower(mechanism) + "." + name
+	if value, ok = settings[key]; ok {
+		return key, value, true
+	}
+	value, ok = settings[name]
+	return name, value, ok
 }
 
 // defaultSASLMaxReceive is Kafka's default sasl.server.max.receive.size.
@@ -157,10 +166,7 @@ func saslMaxReceiveSize(settings map[string]string) (int32, error) {
 // unsecuredValidator* options of the listener's OAuthBearerLoginModule
 // entry, which Kafka requires as for any mechanism.
 func listenerOAuthBearer(settings map[string]string) (sasl.UnsecuredValidator, error) {
-	class, ok := settings["oauthbearer.sasl.server.callback.handler.class"]
-	if !ok {
-		class = settings["sasl.server.callback.handler.class"]
-	}
+	_, class, _ := mechanismSetting(settings, sasl.OAuthBearer, "sasl.server.callback.handler.class")
 	if err := sasl.CheckOAuthBearerCallbackHandler(strings.TrimSpace(class)); err != nil {
 		return sasl.UnsecuredValidator{}, err
 	}

@@ -46,10 +46,7 @@ func interBrokerSecurity(cfg config.Config) (kafkaconn.Security, error) {
 			return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
 		}
 		if mech == sasl.OAuthBearer {
-			class, ok := settings["oauthbearer.sasl.login.callback.handler.class"]
-			if !ok {
-				class = settings["sasl.login.callback.handler.class"]
-			}
+			_, class, _ := mechanismSetting(settings, mech, "sasl.login.callback.handler.class")
 			if err := sasl.CheckOAuthBearerLoginCallbackHandler(strings.TrimSpace(class)); err != nil {
 				return sec, fmt.Errorf("inter-broker listener %s: %w", name, err)
 			}

@@ -132,15 +132,7 @@ type Cluster struct {
 // purpose. taken holds the ports already handed out, so none is given
 // twice before its broker binds it.
 func listenPort(taken map[int]bool) (int, error) {
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				lo = v
-			}
-		}
-	}
-	from := max(lo/2, 1024)
+	from, lo := listenPortRange()
 	if lo-from >= 1000 {
 		for range 100 {
 			p := from + rand.IntN(lo-from)
@@ -157,6 +149,20 @@ func listenPort(taken map[int]bool) (int, error) {
 		}
 	}
 	return launch.FreePort() // no room below the range: the old way
+}
+
+// listenPortRange is where listenPort picks: [from, lo), lo being the
+// first port of the kernel's ephemeral range (32768 if unreadable).
+func listenPortRange() (from, lo int) {
+	lo = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	return max(lo/2, 1024), lo
 }
 
 // StartCluster starts ZooKeeper and the brokers and waits until every

@@ -360,6 +360,10 @@ func (s *producerStates) snapshot() []segment.ProducerSnapshotEntry {
 		if n := len(e.batches); n > 0 {
 			b := e.batches[n-1]
 			se.LastSequence, se.LastOffset, se.OffsetDelta = b.lastSeq, b.baseOffset+int64(b.offsetDelta), b.offsetDelta
+			for _, x := range e.batches[:n-1] {
+				se.Earlier = append(se.Earlier, segment.SnapshotBatch{FirstSequence: x.firstSeq, LastSequence: x.lastSeq,
+					BaseOffset: x.baseOffset, OffsetDelta: x.offsetDelta, Timestamp: x.timestamp})
+			}
 		}
 		out = append(out, se)
 	}
@@ -368,9 +372,12 @@ func (s *producerStates) snapshot() []segment.ProducerSnapshotEntry {
 }
 
 // restore loads the entries of a snapshot into empty state. Each producer
-// comes back with its last batch only, as in Kafka; logAppendTime says
-// whether that batch's timestamp is its log append time (the topic's
-// message.timestamp.type), which a duplicate's answer repeats.
+// comes back with its last batch, as in Kafka, and the earlier batches of
+// its duplicate-detection window that kbroker's snapshots keep too (the
+// retry of any batch still in flight then finds its first answer);
+// logAppendTime says whether the last batch's timestamp is its log append
+// time (the topic's message.timestamp.type), which a duplicate's answer
+// repeats.
 func (s *producerStates) restore(entries []segment.ProducerSnapshotEntry, logAppendTime bool) {
 	for _, se := range entries {
 		e := &producerEntry{epoch: se.Epoch, txnFirstOffset: se.CurrentTxnFirstOffset, coordinatorEpoch: se.CoordinatorEpoch, lastTimestamp: se.Timestamp}
@@ -379,13 +386,17 @@ func (s *producerStates) restore(entries []segment.ProducerSnapshotEntry, logApp
 			if logAppendTime {
 				ts = se.Timestamp
 			}
-			e.batches = []cachedBatch{{
+			for _, x := range se.Earlier[max(0, len(se.Earlier)-(maxCachedBatches-1)):] {
+				e.batches = append(e.batches, cachedBatch{firstSeq: x.FirstSequence, lastSeq: x.LastSequence,
+					baseOffset: x.BaseOffset, offsetDelta: x.OffsetDelta, timestamp: x.Timestamp})
+			}
+			e.batches = append(e.batches, cachedBatch{
 				firstSeq:    decrementSequence(se.LastSequence, se.OffsetDelta),
 				lastSeq:     se.LastSequence,
 				baseOffset:  se.LastOffset - int64(se.OffsetDelta),
 				offsetDelta: se.OffsetDelta,
 				timestamp:   ts,
-			}}
+			})
 		}
 		if e.txnFirstOffset < 0 {
 			e.txnFirstOffset = -1

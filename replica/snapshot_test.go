@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/segment"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // openTestPartition opens dir's log as Manager.openLocked does (producer
@@ -278,5 +280,63 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 	// The corrupt file was replaced by the snapshot taken after the load.
 	if again, err := os.ReadFile(newest); err != nil || bytes.Equal(again, b) {
 		t.Fatalf("corrupt snapshot still there (%v)", err)
+	}
+}
+
+// A replica that restarts from a producer snapshot taken in the middle of
+// a producer's last five batches (segments roll, and snapshot, every few
+// batches here, as a compacted topic's do every segment.ms) still answers
+// the retry of each of them with its first offsets, not
+// OUT_OF_ORDER_SEQUENCE_NUMBER: kverify found franz-go writing such
+// batches a second time under a new epoch after a leader's kill -9. A
+// batch older than the window is out of order, as in Kafka.
+func TestRestartKeepsDuplicateWindow(t *testing.T) {
+	dir := t.TempDir()
+	p := openTestPartition(t, dir, true, 0, nil)
+	const pid = 5
+	var written []recordbatch.Header
+	seq := int32(0)
+	p.mu.Lock()
+	for i := 0; i < 12; i++ {
+		n := 1 + i%3
+		recs := make([]recordbatch.Record, n)
+		for j := range recs {
+			recs[j] = recordbatch.Record{Key: []byte{byte(j)}, Value: bytes.Repeat([]byte{'v'}, 60)}
+		}
+		b := recordbatch.Build(recordbatch.BatchSpec{ProducerID: pid, BaseSequence: seq, LeaderEpoch: -1}, recs)
+		seq += int32(n)
+		appendTestBatch(t, p, b)
+		h, err := recordbatch.Validate(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, h)
+	}
+	p.highWatermark = p.log().EndOffset()
+	hw := p.highWatermark
+	p.mu.Unlock()
+	window := written[len(written)-maxCachedBatches:]
+	snaps := p.log().ProducerSnapshotOffsets()
+	newest := snaps[len(snaps)-1]
+	if newest <= window[0].BaseOffset || newest > window[len(window)-1].BaseOffset {
+		t.Fatalf("newest snapshot at %d is not inside the window [%d, %d]: the test proves nothing", newest, window[0].BaseOffset, window[len(window)-1].BaseOffset)
+	}
+	if err := p.log().Close(); err != nil {
+		t.Fatal(err)
+	}
+	p = openTestPartition(t, dir, true, hw, nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loadedFrom != newest {
+		t.Fatalf("loaded from %d, want the snapshot at %d", p.loadedFrom, newest)
+	}
+	for _, h := range window {
+		c, err := p.producers.check(h)
+		if err != nil || c.duplicate == nil || c.duplicate.baseOffset != h.BaseOffset {
+			t.Fatalf("retry of the batch at %d (sequences %d-%d) after the restart: %+v, %v", h.BaseOffset, h.BaseSequence, h.LastSequence(), c.duplicate, err)
+		}
+	}
+	if _, err := p.producers.check(written[len(written)-maxCachedBatches-1]); !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("retry of a batch before the window: %v", err)
 	}
 }

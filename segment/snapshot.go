@@ -25,12 +25,47 @@ import (
 // entries). A producer without a known batch has lastSequence -1,
 // lastOffset -1 and offsetDelta 0; currentTxnFirstOffset is -1 without an
 // open transaction.
+//
+// kbroker appends an extension after the entries, inside the CRC, when a
+// producer has more than its last batch remembered: the earlier batches
+// of its duplicate-detection window (Kafka keeps up to 5 in memory but
+// snapshots only the last). Without them a replica that restarts knows
+// only the last batch written before the snapshot, and the retry of an
+// earlier batch still in flight gets OUT_OF_ORDER_SEQUENCE_NUMBER, on
+// which franz-go starts a new epoch and writes the batch a second time
+// (kverify found those duplicates on a compacted topic, whose segments
+// roll, and so snapshot, every second). Kafka's reader parses the schema's
+// fields and checks the CRC over the whole rest of the file, so it reads
+// such a file as the plain v1 snapshot it starts with. Layout:
+//
+//	magic uint32 ("kbrk") | version int16 (1) | count int32 | count of
+//	  producerId int64 | n int32 | n batches, oldest first, of
+//	    firstSequence int32 | lastSequence int32 | baseOffset int64 |
+//	    offsetDelta int32 | timestamp int64
 const (
 	snapshotSuffix          = ".snapshot"
 	producerSnapshotVersion = 1
 	snapshotHeaderSize      = 2 + 4 + 4
 	snapshotEntrySize       = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
+
+	snapshotExtMagic      = 0x6b62726b // "kbrk"
+	snapshotExtVersion    = 1
+	snapshotExtHeaderSize = 4 + 2 + 4
+	snapshotExtEntrySize  = 8 + 4
+	snapshotExtBatchSize  = 4 + 4 + 8 + 4 + 8
+	// MaxEarlierBatches bounds ProducerSnapshotEntry.Earlier: the broker
+	// remembers 5 batches per producer, the last in Kafka's entry.
+	MaxEarlierBatches = 4
 )
+
+// SnapshotBatch is one earlier batch of a producer's duplicate-detection
+// window (the snapshot extension).
+type SnapshotBatch struct {
+	FirstSequence, LastSequence int32
+	BaseOffset                  int64
+	OffsetDelta                 int32
+	Timestamp                   int64 // log append time, or -1
+}
 
 // ProducerSnapshotEntry is one producer of a snapshot (Kafka's v1 entry).
 type ProducerSnapshotEntry struct {
@@ -42,6 +77,10 @@ type ProducerSnapshotEntry struct {
 	Timestamp             int64 // max timestamp of the last batch or marker
 	CoordinatorEpoch      int32
 	CurrentTxnFirstOffset int64 // -1 without an open transaction
+	// Earlier are the producer's batches before its last one that the
+	// broker still remembers for duplicate detection, oldest first
+	// (kbroker's extension, at most MaxEarlierBatches).
+	Earlier []SnapshotBatch
 }
 
 var (
@@ -67,8 +106,90 @@ func EncodeProducerSnapshot(entries []ProducerSnapshotEntry) []byte {
 		binary.BigEndian.PutUint64(p[38:], uint64(e.CurrentTxnFirstOffset))
 		p = p[snapshotEntrySize:]
 	}
+	b = appendSnapshotExtension(b, entries)
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], snapshotCRCTable))
 	return b
+}
+
+// appendSnapshotExtension appends the earlier batches of the entries that
+// have any; nothing when none has, so such a file is Kafka's byte for byte.
+func appendSnapshotExtension(b []byte, entries []ProducerSnapshotEntry) []byte {
+	count := 0
+	for _, e := range entries {
+		if len(e.Earlier) > 0 {
+			count++
+		}
+	}
+	if count == 0 {
+		return b
+	}
+	be := binary.BigEndian
+	b = be.AppendUint32(b, snapshotExtMagic)
+	b = be.AppendUint16(b, snapshotExtVersion)
+	b = be.AppendUint32(b, uint32(count))
+	for _, e := range entries {
+		if len(e.Earlier) == 0 {
+			continue
+		}
+		b = be.AppendUint64(b, uint64(e.ProducerID))
+		b = be.AppendUint32(b, uint32(len(e.Earlier)))
+		for _, x := range e.Earlier {
+			b = be.AppendUint32(b, uint32(x.FirstSequence))
+			b = be.AppendUint32(b, uint32(x.LastSequence))
+			b = be.AppendUint64(b, uint64(x.BaseOffset))
+			b = be.AppendUint32(b, uint32(x.OffsetDelta))
+			b = be.AppendUint64(b, uint64(x.Timestamp))
+		}
+	}
+	return b
+}
+
+// decodeSnapshotExtension reads the extension (ext: the bytes after
+// Kafka's entries) into out's entries.
+func decodeSnapshotExtension(ext []byte, out []ProducerSnapshotEntry) error {
+	if len(ext) == 0 {
+		return nil
+	}
+	be := binary.BigEndian
+	if len(ext) < snapshotExtHeaderSize || be.Uint32(ext) != snapshotExtMagic {
+		return fmt.Errorf("%w: %d bytes after the entries", ErrCorruptSnapshot, len(ext))
+	}
+	if v := int16(be.Uint16(ext[4:])); v != snapshotExtVersion {
+		return fmt.Errorf("%w: unknown extension version %d", ErrCorruptSnapshot, v)
+	}
+	byID := make(map[int64]int, len(out))
+	for i, e := range out {
+		byID[e.ProducerID] = i
+	}
+	count := int64(int32(be.Uint32(ext[6:])))
+	p := ext[snapshotExtHeaderSize:]
+	for ; count > 0; count-- {
+		if len(p) < snapshotExtEntrySize {
+			return fmt.Errorf("%w: extension cut short", ErrCorruptSnapshot)
+		}
+		id, n := int64(be.Uint64(p)), int32(be.Uint32(p[8:]))
+		p = p[snapshotExtEntrySize:]
+		i, ok := byID[id]
+		if !ok || n < 1 || n > MaxEarlierBatches || len(out[i].Earlier) > 0 || len(p) < int(n)*snapshotExtBatchSize {
+			return fmt.Errorf("%w: extension entry of producer %d with %d batches", ErrCorruptSnapshot, id, n)
+		}
+		earlier := make([]SnapshotBatch, n)
+		for j := range earlier {
+			earlier[j] = SnapshotBatch{
+				FirstSequence: int32(be.Uint32(p)),
+				LastSequence:  int32(be.Uint32(p[4:])),
+				BaseOffset:    int64(be.Uint64(p[8:])),
+				OffsetDelta:   int32(be.Uint32(p[16:])),
+				Timestamp:     int64(be.Uint64(p[20:])),
+			}
+			p = p[snapshotExtBatchSize:]
+		}
+		out[i].Earlier = earlier
+	}
+	if count != 0 || len(p) != 0 {
+		return fmt.Errorf("%w: %d bytes after the extension", ErrCorruptSnapshot, len(p))
+	}
+	return nil
 }
 
 // DecodeProducerSnapshot parses a snapshot file; a wrong version, CRC or
@@ -84,7 +205,7 @@ func DecodeProducerSnapshot(b []byte) ([]ProducerSnapshotEntry, error) {
 		return nil, fmt.Errorf("%w: stored crc %d, computed %d", ErrCorruptSnapshot, stored, computed)
 	}
 	n := int32(binary.BigEndian.Uint32(b[6:]))
-	if n < 0 || int64(len(b)-snapshotHeaderSize) != int64(n)*snapshotEntrySize {
+	if n < 0 || int64(len(b)-snapshotHeaderSize) < int64(n)*snapshotEntrySize {
 		return nil, fmt.Errorf("%w: %d entries in %d bytes", ErrCorruptSnapshot, n, len(b))
 	}
 	out := make([]ProducerSnapshotEntry, n)
@@ -101,6 +222,9 @@ func DecodeProducerSnapshot(b []byte) ([]ProducerSnapshotEntry, error) {
 			CurrentTxnFirstOffset: int64(binary.BigEndian.Uint64(p[38:])),
 		}
 		p = p[snapshotEntrySize:]
+	}
+	if err := decodeSnapshotExtension(p, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

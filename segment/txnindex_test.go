@@ -1,12 +1,15 @@
 package segment
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -230,7 +233,7 @@ func TestProducerSnapshotEncoding(t *testing.T) {
 		t.Fatal("not CRC-32C")
 	}
 	got, err := DecodeProducerSnapshot(b)
-	if err != nil || len(got) != 1 || got[0] != e {
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], e) {
 		t.Fatalf("decode = %+v, %v", got, err)
 	}
 	for name, bad := range map[string][]byte{
@@ -240,6 +243,47 @@ func TestProducerSnapshotEncoding(t *testing.T) {
 		"version":   append([]byte{0, 2}, b[2:]...),
 		"trailing":  append(slices.Clone(b), 0),
 		"neg count": EncodeProducerSnapshot(nil)[:6],
+	} {
+		if _, err := DecodeProducerSnapshot(bad); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Fatalf("%s: err = %v", name, err)
+		}
+	}
+}
+
+// kbroker's extension: the earlier batches of a producer's window follow
+// Kafka's entries inside the CRC, so the file starts with the v1 snapshot
+// Kafka reads (its count and entries unchanged, its CRC over the whole
+// rest) and decodes back whole; a damaged extension is corrupt.
+func TestProducerSnapshotExtension(t *testing.T) {
+	plain := ProducerSnapshotEntry{ProducerID: 3, Epoch: 0, LastSequence: -1, LastOffset: -1, CurrentTxnFirstOffset: -1}
+	windowed := ProducerSnapshotEntry{ProducerID: 7, Epoch: 2, LastSequence: 9, LastOffset: 100, OffsetDelta: 4,
+		Timestamp: 1700000000000, CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1,
+		Earlier: []SnapshotBatch{{0, 2, 80, 2, -1}, {3, 5, 90, 2, 1700000000001}}}
+	entries := []ProducerSnapshotEntry{plain, windowed}
+	b := EncodeProducerSnapshot(entries)
+	kafka := EncodeProducerSnapshot([]ProducerSnapshotEntry{plain, {ProducerID: 7, Epoch: 2, LastSequence: 9, LastOffset: 100,
+		OffsetDelta: 4, Timestamp: 1700000000000, CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}})
+	if !bytes.Equal(b[6:len(kafka)], kafka[6:]) || len(b) != len(kafka)+snapshotExtHeaderSize+snapshotExtEntrySize+2*snapshotExtBatchSize {
+		t.Fatalf("extension changed Kafka's entries or has the wrong size:\n%x\n%x", b, kafka)
+	}
+	if crc := crc32.Checksum(b[6:], crc32.MakeTable(crc32.Castagnoli)); binary.BigEndian.Uint32(b[2:]) != crc {
+		t.Fatal("the CRC does not cover the extension")
+	}
+	got, err := DecodeProducerSnapshot(b)
+	if err != nil || !reflect.DeepEqual(got, entries) {
+		t.Fatalf("decode = %+v, %v", got, err)
+	}
+	resum := func(b []byte) []byte {
+		binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], crc32.MakeTable(crc32.Castagnoli)))
+		return b
+	}
+	ext := len(kafka)
+	for name, bad := range map[string][]byte{
+		"trailing byte":    resum(append(slices.Clone(b), 0)),
+		"cut":              resum(slices.Clone(b[:len(b)-1])),
+		"magic":            resum(append(slices.Clone(b[:ext]), append([]byte{0, 0, 0, 0}, b[ext+4:]...)...)),
+		"unknown producer": resum(append(slices.Clone(b[:ext+snapshotExtHeaderSize]), append([]byte{0, 0, 0, 0, 0, 0, 0, 9}, b[ext+snapshotExtHeaderSize+8:]...)...)),
+		"too many":         resum(EncodeProducerSnapshot([]ProducerSnapshotEntry{{ProducerID: 1, Earlier: make([]SnapshotBatch, MaxEarlierBatches+1)}})),
 	} {
 		if _, err := DecodeProducerSnapshot(bad); !errors.Is(err, ErrCorruptSnapshot) {
 			t.Fatalf("%s: err = %v", name, err)

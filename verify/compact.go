@@ -218,7 +218,7 @@ func produceOne(cl *kgo.Client, leader int32, topic string, p int32, batch []byt
 // partitions) with franz-go: idempotent, acks=all, at most 100 records
 // outstanding. Its errors are indefinite (it retried before giving up).
 func (w *CompactWorkload) franzProducer(ctx context.Context, name string) {
-	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic)
+	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic, w.Rec, name)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return

@@ -205,9 +205,15 @@ func (s *Security) Client(more ...kgo.Opt) []kgo.Opt {
 // AcksAllProducer is the franz-go producer every workload writes with:
 // idempotent acks=all to topic, records placed on their partition by the
 // caller, delivery given up after 10 s (so an error is indefinite: it
-// retried first), at most 1,000 records buffered.
-func (s *Security) AcksAllProducer(seeds []string, topic string) (*kgo.Client, error) {
+// retried first), at most 1,000 records buffered. rec gets a warning
+// whenever franz-go meets OUT_OF_ORDER_SEQUENCE_NUMBER or
+// UNKNOWN_PRODUCER_ID: it then starts a new epoch and may write batches in
+// flight a second time, so duplicates in the report come with their cause.
+func (s *Security) AcksAllProducer(seeds []string, topic string, rec *Recorder, name string) (*kgo.Client, error) {
 	return kgo.NewClient(s.Client(
+		kgo.ProducerOnDataLossDetected(func(topic string, partition int32) {
+			rec.Add(Event{Kind: KindPhase, Detail: fmt.Sprintf("warning: %s: franz-go detected data loss on %s partition %d (an out-of-order sequence or unknown producer answer): it resets its producer epoch and may write in-flight batches again", name, topic, partition)})
+		}),
 		kgo.SeedBrokers(seeds...),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),

@@ -136,7 +136,7 @@ func (w *ShareWorkload) SetUp(ctx context.Context) error {
 // RunProducer writes until ctx ends, then lets outstanding sends resolve.
 func (w *ShareWorkload) RunProducer(ctx context.Context) {
 	const name = "sprod"
-	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic)
+	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic, w.Rec, name)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return

@@ -85,7 +85,7 @@ func (w *Workload) RunProducers(ctx context.Context) {
 // partitions, at most 100 records outstanding. Every error is indefinite:
 // franz-go retries internally, so an error says only that it gave up.
 func (w *Workload) franzProducer(ctx context.Context, name string) {
-	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic)
+	cl, err := w.Security.AcksAllProducer(w.Seeds, w.Topic, w.Rec, name)
 	if err != nil {
 		w.logf("%s: %v", name, err)
 		return

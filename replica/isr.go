@@ -17,7 +17,17 @@ type followerState struct {
 	// a follower that reaches that offset was caught up at that time.
 	lastFetchLeaderLEO int64
 	lastFetchTime      time.Time
+	// ineligibleUntil: the controller refused this follower into the ISR
+	// as INELIGIBLE_REPLICA (not live to it yet, as a broker that has just
+	// registered again): no new proposal before then. Kafka's leader asks
+	// its metadata cache first; without the pause every fetch proposed it
+	// again, thousands of refused AlterPartitions a second in kverify.
+	ineligibleUntil time.Time
 }
+
+// ineligibleBackoff is how long a leader waits before proposing again a
+// follower the controller found ineligible.
+const ineligibleBackoff = 200 * time.Millisecond
 
 // updateFetch records a fetch at fetchOffset when the leader's log ended at
 // leaderLEO, following Kafka's Replica.updateFetchState: a follower is
@@ -80,9 +90,10 @@ func outOfSync(self int32, isr []int32, followers map[int32]*followerState, lead
 // canJoinISR reports whether a follower outside the ISR has caught up
 // enough to be added back: its log end reached the high watermark and the
 // start of the leader's current epoch (so it holds this leader's log, not
-// a diverged one), as Kafka's isFollowerInSync.
-func canJoinISR(isr []int32, id int32, f *followerState, highWatermark, leaderEpochStart int64) bool {
-	if slices.Contains(isr, id) || f == nil {
+// a diverged one), as Kafka's isFollowerInSync, and the controller did not
+// just refuse it (ineligibleUntil).
+func canJoinISR(isr []int32, id int32, f *followerState, highWatermark, leaderEpochStart int64, now time.Time) bool {
+	if slices.Contains(isr, id) || f == nil || now.Before(f.ineligibleUntil) {
 		return false
 	}
 	return f.logEndOffset >= highWatermark && f.logEndOffset >= leaderEpochStart

@@ -71,12 +71,22 @@ func TestOutOfSyncByTimeNotCount(t *testing.T) {
 }
 
 func TestCanJoinISR(t *testing.T) {
+	now := time.Unix(1000, 0)
 	f := &followerState{logEndOffset: 50}
-	if !canJoinISR([]int32{1}, 2, f, 50, 40) {
+	if !canJoinISR([]int32{1}, 2, f, 50, 40, now) {
 		t.Fatal("caught up to HW and epoch start: may join")
 	}
-	if canJoinISR([]int32{1}, 2, f, 51, 40) || canJoinISR([]int32{1}, 2, f, 50, 60) || canJoinISR([]int32{1, 2}, 2, f, 0, 0) {
+	if canJoinISR([]int32{1}, 2, f, 51, 40, now) || canJoinISR([]int32{1}, 2, f, 50, 60, now) || canJoinISR([]int32{1, 2}, 2, f, 0, 0, now) {
 		t.Fatal("below HW, below epoch start, or already in: may not join")
+	}
+	// Refused as ineligible by the controller: not proposed again until
+	// the pause ends.
+	f.ineligibleUntil = now.Add(ineligibleBackoff)
+	if canJoinISR([]int32{1}, 2, f, 50, 40, now.Add(ineligibleBackoff-time.Millisecond)) {
+		t.Fatal("proposed again while the controller's refusal holds")
+	}
+	if !canJoinISR([]int32{1}, 2, f, 50, 40, now.Add(ineligibleBackoff)) {
+		t.Fatal("not proposed once the pause ended")
 	}
 }
 

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -45,7 +46,7 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 	if p.maybeIncrementHighWatermarkLocked() {
 		p.notifyLocked()
 	}
-	p.maybeExpandISRLocked(replicaID, f)
+	p.maybeExpandISRLocked(replicaID, f, now)
 	st := p.stateLocked()
 	p.mu.Unlock()
 
@@ -63,12 +64,12 @@ func (p *Partition) ReadForFollower(replicaID int32, offset int64, maxBytes int,
 
 // maybeExpandISRLocked asks the controller to add a caught-up follower
 // back to the ISR.
-func (p *Partition) maybeExpandISRLocked(id int32, f *followerState) {
+func (p *Partition) maybeExpandISRLocked(id int32, f *followerState, now time.Time) {
 	if p.isrs == nil || p.isrChangeInFlight || !p.isLeader {
 		return
 	}
 	epochStart := p.leaderEpochStartLocked()
-	if !canJoinISR(p.isr, id, f, p.highWatermark, epochStart) {
+	if !canJoinISR(p.isr, id, f, p.highWatermark, epochStart, now) {
 		return
 	}
 	next := append(slices.Clone(p.isr), id)
@@ -123,6 +124,13 @@ func (p *Partition) alterISRLocked(next []int32, kind string) {
 		p.pendingISR = nil
 		if err != nil {
 			p.logger.Warn("ISR change refused", "kind", kind, "new_isr", next, "err", err)
+			if errors.Is(err, kerr.IneligibleReplica) {
+				for _, id := range next {
+					if f := p.followers[id]; f != nil && !slices.Contains(p.isr, id) {
+						f.ineligibleUntil = time.Now().Add(ineligibleBackoff)
+					}
+				}
+			}
 			return
 		}
 		if p.leaderEpoch != epoch || !p.isLeader {

@@ -1,9 +1,16 @@
 package replica
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestFollowerCaughtUpRules(t *testing.T) {
@@ -107,4 +114,82 @@ func TestRetryBackoff(t *testing.T) {
 	if d := b.next(); d != minFollowerBackoff {
 		t.Fatalf("after reset %v, want %v", d, minFollowerBackoff)
 	}
+}
+
+// refusingISRWriter refuses every ISR change as INELIGIBLE_REPLICA, as the
+// controller does for a broker that is not live to it yet, and counts them.
+type refusingISRWriter struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (w *refusingISRWriter) AlterISR(context.Context, TopicPartition, [16]byte, int32, int32, []int32) ([]int32, int32, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls++
+	return nil, 0, fmt.Errorf("t-0: %w: replica 2 may not join the ISR", kerr.IneligibleReplica)
+}
+
+func (w *refusingISRWriter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls
+}
+
+// A caught-up follower the controller refused as ineligible is proposed
+// again only after ineligibleBackoff, not on its next fetch: without the
+// pause a leader sent thousands of refused AlterPartitions a second while
+// a restarted broker was not yet live to the controller.
+func TestIneligibleFollowerNotProposedOnEveryFetch(t *testing.T) {
+	w := &refusingISRWriter{}
+	m, err := Open(Config{LogDir: t.TempDir(), BrokerID: 1, ISRWriter: w}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err := m.MakeLeader(TopicPartition{"t", 0}, [16]byte{1}, 0, 0, []int32{1}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(now time.Time) {
+		t.Helper()
+		if _, err := p.ReadForFollower(2, 0, 1<<20, 0, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// settled waits (bounded) until no ISR change is in flight.
+	settled := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for p.isrChangePending() {
+			if time.Now().After(deadline) {
+				t.Fatal("an ISR change still in flight after 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	now := time.Now()
+	fetch(now)
+	settled()
+	if n := w.count(); n != 1 {
+		t.Fatalf("%d ISR changes sent by the first fetch, want 1", n)
+	}
+	for i := 1; i <= 20; i++ {
+		fetch(now.Add(time.Duration(i) * time.Millisecond))
+		settled()
+	}
+	if n := w.count(); n != 1 {
+		t.Fatalf("%d ISR changes sent within the pause, want 1", n)
+	}
+	fetch(time.Now().Add(ineligibleBackoff))
+	settled()
+	if n := w.count(); n != 2 {
+		t.Fatalf("%d ISR changes sent after the pause, want 2", n)
+	}
+}
+
+func (p *Partition) isrChangePending() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.isrChangeInFlight
 }

@@ -198,3 +198,34 @@ func TestShareAckOutcome(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// Where the drain places a write: a refused acceptance counts as taken
+// only when the broker's start offset passed the record, a member did
+// acknowledge it, and it was delivered fewer times than the limit.
+func TestShareDrainState(t *testing.T) {
+	at := map[string]shareDelivery{
+		"acked":     {partition: 0, offset: 5, deliveries: 1},
+		"refused":   {partition: 1, offset: 7, deliveries: 1},
+		"noack":     {partition: 1, offset: 8, deliveries: 1},
+		"archived":  {partition: 1, offset: 9, deliveries: shareDeliveryLimit},
+		"inflight":  {partition: 1, offset: 20, deliveries: 2},
+		"otherpart": {partition: 2, offset: 7, deliveries: 1},
+	}
+	delivered := map[string]bool{"acked": true, "refused": true, "noack": true, "archived": true, "inflight": true, "otherpart": true}
+	accepted := map[string]bool{"acked": true}
+	ackSent := map[string]bool{"acked": true, "refused": true, "archived": true, "inflight": true, "otherpart": true}
+	spso := map[int32]int64{0: 6, 1: 10}
+	for v, want := range map[string]shareDrain{
+		"never":     shareUndelivered,
+		"acked":     shareAccepted,
+		"refused":   shareAcceptedLate,
+		"noack":     shareUnaccepted, // skipped by the group, not accepted
+		"archived":  shareUnaccepted, // at the delivery limit: archived, not accepted
+		"inflight":  shareUnaccepted, // above the start offset: may come back
+		"otherpart": shareUnaccepted, // its partition's start offset is unknown
+	} {
+		if got := shareDrainState(v, delivered, accepted, ackSent, at, spso); got != want {
+			t.Errorf("%s: %d, want %d", v, got, want)
+		}
+	}
+}

@@ -390,6 +390,37 @@ func (w *ShareWorkload) member(ctx context.Context, name string) {
 	}
 }
 
+// shareDrain is where an acknowledged write stands for the drain.
+type shareDrain int
+
+const (
+	shareUndelivered  shareDrain = iota // not delivered to the group yet
+	shareUnaccepted                     // delivered, its acceptance refused, still in flight
+	shareAccepted                       // an acceptance answered ok or with an open outcome
+	shareAcceptedLate                   // refused, yet below the start offset: see below
+)
+
+// shareDrainState places write v. A record whose acceptance was answered
+// with an error, never delivered again, yet below its share-partition
+// start offset (spso) with fewer deliveries than the limit was accepted
+// after all: by an attempt whose answer was lost, then retried by
+// franz-go and refused (INVALID_RECORD_STATE, SHARE_SESSION_NOT_FOUND)
+// because it had taken effect. A record no member acknowledged at all
+// stays unaccepted: a start offset past it would be a record the group
+// skipped.
+func shareDrainState(v string, delivered, accepted, ackSent map[string]bool, at map[string]shareDelivery, spso map[int32]int64) shareDrain {
+	d, ok := at[v]
+	switch {
+	case !delivered[v]:
+		return shareUndelivered
+	case accepted[v]:
+		return shareAccepted
+	case ok && ackSent[v] && d.deliveries < shareDeliveryLimit && spso[d.partition] > d.offset:
+		return shareAcceptedLate
+	}
+	return shareUnaccepted
+}
+
 // Drain waits, once the producer stopped, until every acknowledged write
 // was delivered and accepted, or shareDrainBound passes; then it records
 // each partition's high watermark (KindShareDrainDone). The consumers
@@ -412,27 +443,19 @@ func (w *ShareWorkload) Drain(ctx context.Context) error {
 	}
 	defer admin.Close()
 	began := time.Now()
-	// A record whose acceptance was answered with an error, never
-	// delivered again, yet below its share-partition start offset with
-	// fewer deliveries than the limit was accepted after all: by an
-	// attempt whose answer was lost, then retried by franz-go and
-	// refused (INVALID_RECORD_STATE, SHARE_SESSION_NOT_FOUND) because it
-	// had taken effect. The broker's start offset tells. A record never
-	// acknowledged at all does not count: a start offset past it would be
-	// a record the group skipped.
 	acceptedLate := map[string]bool{}
 	pending := func(spso map[int32]int64) (undelivered, unaccepted int) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		clear(acceptedLate)
 		for v := range w.written {
-			switch d, ok := w.deliveredAt[v]; {
-			case !w.delivered[v]:
+			switch shareDrainState(v, w.delivered, w.accepted, w.ackSent, w.deliveredAt, spso) {
+			case shareUndelivered:
 				undelivered++
-			case w.accepted[v]:
-			case ok && w.ackSent[v] && d.deliveries < shareDeliveryLimit && spso[d.partition] > d.offset:
-				acceptedLate[v] = true
-			default:
+			case shareUnaccepted:
 				unaccepted++
+			case shareAcceptedLate:
+				acceptedLate[v] = true
 			}
 		}
 		return undelivered, unaccepted

@@ -180,19 +180,19 @@ func TestShareStateDurable(t *testing.T) {
 	log := newMemLog()
 	c := startCoordinator(t, cfg, log)
 	want := ShareState{StateEpoch: 3, StartOffset: 17, Batches: []ShareStateBatch{{First: 17, Last: 17, DeliveryState: 0, DeliveryCount: 2}, {First: 18, Last: 20, DeliveryState: 2, DeliveryCount: 1}}}
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, want, 4); code != 0 {
+	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, want); code != 0 {
 		t.Fatalf("write: %d", code)
 	}
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 2, StartOffset: 99}, 4); code != kerr.FencedStateEpoch.Code {
+	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 2, StartOffset: 99}); code != kerr.FencedStateEpoch.Code {
 		t.Fatalf("write with a stale state epoch: %d, want FENCED_STATE_EPOCH", code)
 	}
 	check := func(c *Coordinator, what string) {
 		t.Helper()
-		got, found, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, -1)
+		got, found, code := c.ReadShareState("sg", topicA, 1)
 		if code != 0 || !found || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: read %+v found %v code %d, want %+v", what, got, found, code, want)
 		}
-		if _, found, _ := c.ReadShareState(ctxT(t), "sg", topicA, 2, -1); found {
+		if _, found, _ := c.ReadShareState("sg", topicA, 2); found {
 			t.Fatalf("%s: partition 2 has a state", what)
 		}
 	}
@@ -213,39 +213,7 @@ func TestShareStateDurable(t *testing.T) {
 	}
 	c3.Close()
 	c4 := startCoordinator(t, cfg, log)
-	if _, found, _ := c4.ReadShareState(ctxT(t), "sg", topicA, 1, -1); found {
+	if _, found, _ := c4.ReadShareState("sg", topicA, 1); found {
 		t.Fatal("share state back after the group was deleted")
-	}
-}
-
-// TestShareStateLeaderFencing: a read by a share partition's new leader
-// fences its older leaders' writes (FENCED_LEADER_EPOCH), so a deposed
-// leader cannot store an acknowledgement after its successor loaded the
-// state (which the successor's first write would then overwrite); an
-// older leader's read is fenced too, operators' reads (-1) never are.
-func TestShareStateLeaderFencing(t *testing.T) {
-	c := startCoordinator(t, cgTestConfig(), newMemLog())
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 1, StartOffset: 10}, 17); code != 0 {
-		t.Fatalf("write by leader epoch 17: %d", code)
-	}
-	got, found, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, 18)
-	if code != 0 || !found || got.StartOffset != 10 {
-		t.Fatalf("read by the new leader: %+v %v %d", got, found, code)
-	}
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 1, StartOffset: 60}, 17); code != kerr.FencedLeaderEpoch.Code {
-		t.Fatalf("write by the deposed leader after the new one read: %d, want FENCED_LEADER_EPOCH", code)
-	}
-	if _, _, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, 17); code != kerr.FencedLeaderEpoch.Code {
-		t.Fatalf("read by the deposed leader: %d, want FENCED_LEADER_EPOCH", code)
-	}
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 2, StartOffset: 10}, 18); code != 0 {
-		t.Fatalf("first write by the new leader: %d", code)
-	}
-	if got, _, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
-		t.Fatalf("operator's read: %+v %d", got, code)
-	}
-	// Another partition of the group has its own fence.
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 2, ShareState{StateEpoch: 1, StartOffset: 5}, 3); code != 0 {
-		t.Fatalf("write to partition 2 at leader epoch 3: %d", code)
 	}
 }

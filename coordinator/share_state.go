@@ -157,65 +157,25 @@ func (g *group) shareStateTombstonesLocked() []record {
 // ReadShareState returns the stored state of group's share partition
 // (found false: none). code is NOT_COORDINATOR and the like when this
 // broker does not own the group.
-//
-// leaderEpoch is the reading partition leader's epoch (-1: an operator's
-// read, which fences nothing). As Kafka's ReadShareGroupState with its
-// LeaderEpoch, the read fences the share partition's older leaders: their
-// writes from then on are FENCED_LEADER_EPOCH. The read waits for the
-// group's writes in flight, so a deposed leader's write either is in what
-// it returns or is refused; without that a write that landed between a
-// new leader's read and its first write was acknowledged to the consumer
-// and then overwritten (kverify: share-redelivered-after-ack under a
-// paused leader). The fence is kept in memory: a new coordinator starts
-// without it, and a leader's next read or write raises it again.
-func (c *Coordinator) ReadShareState(ctx context.Context, group string, topicID [16]byte, partition int32, leaderEpoch int32) (st ShareState, found bool, code int16) {
+func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition int32) (st ShareState, found bool, code int16) {
 	g, code := c.lookup(group, false)
 	if code != 0 || g == nil {
 		return st, false, code
-	}
-	if leaderEpoch >= 0 {
-		if err := g.acquireWrite(ctx); err != nil {
-			return st, false, errCoordinatorNotAvailable
-		}
-		defer g.releaseWrite()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if code := g.statusLocked(); code != 0 {
 		return st, false, code
 	}
-	k := shareStateKey{topicID, partition}
-	if code := g.fenceShareLeaderLocked(k, leaderEpoch); code != 0 {
-		return st, false, code
-	}
-	st, found = g.shareStates[k]
+	st, found = g.shareStates[shareStateKey{topicID, partition}]
 	return st, found, 0
-}
-
-// fenceShareLeaderLocked refuses a share partition leader older than the
-// newest one seen (FENCED_LEADER_EPOCH) and records leaderEpoch as the
-// newest; -1 (no leader: an operator) passes and records nothing.
-func (g *group) fenceShareLeaderLocked(k shareStateKey, leaderEpoch int32) int16 {
-	if leaderEpoch < 0 {
-		return 0
-	}
-	if newest, ok := g.shareLeaderEpochs[k]; ok && leaderEpoch < newest {
-		return kerr.FencedLeaderEpoch.Code
-	}
-	if g.shareLeaderEpochs == nil {
-		g.shareLeaderEpochs = map[shareStateKey]int32{}
-	}
-	g.shareLeaderEpochs[k] = leaderEpoch
-	return 0
 }
 
 // WriteShareState stores the state of group's share partition and returns
 // once it is durable in __consumer_offsets (0) or Kafka's error code.
-// A leader epoch older than the newest read or write of the partition is
-// refused (FENCED_LEADER_EPOCH, see ReadShareState), and so is a state
-// epoch older than the stored one (FENCED_STATE_EPOCH): a deposed
-// partition leader cannot overwrite its successor's state.
-func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID [16]byte, partition int32, st ShareState, leaderEpoch int32) int16 {
+// A state epoch older than the stored one is refused (FENCED_STATE_EPOCH):
+// a deposed partition leader cannot overwrite its successor's state.
+func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID [16]byte, partition int32, st ShareState) int16 {
 	g, code := c.lookup(group, true)
 	if code != 0 {
 		return code
@@ -227,10 +187,6 @@ func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID
 	k := shareStateKey{topicID, partition}
 	g.mu.Lock()
 	if code := g.statusLocked(); code != 0 {
-		g.mu.Unlock()
-		return code
-	}
-	if code := g.fenceShareLeaderLocked(k, leaderEpoch); code != 0 {
 		g.mu.Unlock()
 		return code
 	}

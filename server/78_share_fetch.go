@@ -105,7 +105,7 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 		if !verify {
 			return ps, nil
 		}
-		s, err := sl.store.Load(ctx, ps.Key, st.LeaderEpoch)
+		s, err := sl.store.Load(ctx, ps.Key)
 		if err != nil {
 			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 		}
@@ -124,7 +124,7 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	cfg := sl.b.shareConfig()
 	cfg.LockDuration = settings.lockDuration
 	if stored == nil {
-		s, err := sl.store.Load(ctx, ps.Key, st.LeaderEpoch)
+		s, err := sl.store.Load(ctx, ps.Key)
 		if err != nil {
 			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 		}
@@ -148,7 +148,7 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	// previous leader's later writes are fenced.
 	stateEpoch := stored.stateEpoch + 1
 	start, batches = p.Snapshot()
-	if err := sl.store.Save(ctx, ps.Key, st.LeaderEpoch, stateEpoch, start, batches); err != nil {
+	if err := sl.store.Save(ctx, ps.Key, stateEpoch, start, batches); err != nil {
 		return nil, fmt.Errorf("store share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
 	}
 	ps.SetLocked(p, st.LeaderEpoch, stateEpoch)
@@ -162,7 +162,7 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState, member string, batches []ackBatch, maxType share.AckType, now time.Time) int16 {
 	ps.Lock()
 	defer ps.Unlock()
-	p, leaderEpoch := ps.PartitionLocked()
+	p, _ := ps.PartitionLocked()
 	if p == nil {
 		return kerr.InvalidRecordState.Code
 	}
@@ -184,9 +184,9 @@ func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState
 	before, _ := p.Snapshot()
 	start, states := next.Snapshot()
 	if !renewOnly(batches) || start != before {
-		if err := sl.store.Save(ctx, ps.Key, leaderEpoch, ps.StateEpochLocked(), start, states); err != nil {
+		if err := sl.store.Save(ctx, ps.Key, ps.StateEpochLocked(), start, states); err != nil {
 			sl.b.logger.Warn("failed to store share acknowledgements", "group", ps.Key.Group, "partition", ps.Key.Partition, "err", err)
-			if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) {
+			if errors.Is(err, kerr.FencedStateEpoch) {
 				// A newer leader or an operator wrote the state: what is
 				// here is stale, and is loaded again on next use.
 				ps.SetLocked(nil, -1, 0)

@@ -52,7 +52,7 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, rc *requestConte
 			for _, sb := range rp.StateBatches {
 				st.Batches = append(st.Batches, coordinator.ShareStateBatch{First: sb.FirstOffset, Last: sb.LastOffset, DeliveryState: sb.DeliveryState, DeliveryCount: sb.DeliveryCount})
 			}
-			op.ErrorCode = b.groups.WriteShareState(ctx, req.GroupID, rt.TopicID, rp.Partition, st, rp.LeaderEpoch)
+			op.ErrorCode = b.groups.WriteShareState(ctx, req.GroupID, rt.TopicID, rp.Partition, st)
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
@@ -68,15 +68,13 @@ type storedShareState struct {
 	batches    []share.StateBatch
 }
 
-// shareStateStore keeps share partitions' durable state. leaderEpoch is
-// the calling partition leader's epoch: the coordinator fences older
-// leaders once a newer one read or wrote (FENCED_LEADER_EPOCH).
+// shareStateStore keeps share partitions' durable state.
 type shareStateStore interface {
 	// Load returns the stored state of k (found false: none).
-	Load(ctx context.Context, k share.Key, leaderEpoch int32) (storedShareState, error)
+	Load(ctx context.Context, k share.Key) (storedShareState, error)
 	// Save replaces k's stored state once it is durable; stateEpoch is the
-	// state's epoch, raised by each leader's first write.
-	Save(ctx context.Context, k share.Key, leaderEpoch, stateEpoch int32, start int64, batches []share.StateBatch) error
+	// writing leader's epoch.
+	Save(ctx context.Context, k share.Key, stateEpoch int32, start int64, batches []share.StateBatch) error
 }
 
 // coordinatorShareStore reads and writes share state through the group's
@@ -136,7 +134,7 @@ func (s *coordinatorShareStore) retry(ctx context.Context, try func(ctx context.
 	}
 }
 
-func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key, leaderEpoch int32) (storedShareState, error) {
+func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedShareState, error) {
 	var st coordinator.ShareState
 	var found bool
 	err := s.retry(ctx, func(ctx context.Context) (int16, error) {
@@ -146,7 +144,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key, leaderEpo
 		}
 		if coord == s.b.self.ID {
 			var code int16
-			st, found, code = s.b.groups.ReadShareState(ctx, k.Group, k.TopicID, k.Partition, leaderEpoch)
+			st, found, code = s.b.groups.ReadShareState(k.Group, k.TopicID, k.Partition)
 			return code, nil
 		}
 		req := kmsg.NewPtrReadShareGroupStateRequest()
@@ -155,7 +153,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key, leaderEpo
 		rt := kmsg.NewReadShareGroupStateRequestTopic()
 		rt.TopicID = k.TopicID
 		rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
-		rp.Partition, rp.LeaderEpoch = k.Partition, leaderEpoch
+		rp.Partition = k.Partition
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		kresp, err := s.peers.request(ctx, coord, req, true)
@@ -190,7 +188,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key, leaderEpo
 	return out, nil
 }
 
-func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, leaderEpoch, stateEpoch int32, start int64, batches []share.StateBatch) error {
+func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, stateEpoch int32, start int64, batches []share.StateBatch) error {
 	st := coordinator.ShareState{StateEpoch: stateEpoch, StartOffset: start}
 	for _, sb := range batches {
 		st.Batches = append(st.Batches, coordinator.ShareStateBatch{First: sb.First, Last: sb.Last, DeliveryState: int8(sb.State), DeliveryCount: sb.Deliveries})
@@ -201,7 +199,7 @@ func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, leaderEpo
 			return 0, err
 		}
 		if coord == s.b.self.ID {
-			return s.b.groups.WriteShareState(ctx, k.Group, k.TopicID, k.Partition, st, leaderEpoch), nil
+			return s.b.groups.WriteShareState(ctx, k.Group, k.TopicID, k.Partition, st), nil
 		}
 		req := kmsg.NewPtrWriteShareGroupStateRequest()
 		req.Version = 1 // peer requests carry their version
@@ -209,7 +207,7 @@ func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, leaderEpo
 		rt := kmsg.NewWriteShareGroupStateRequestTopic()
 		rt.TopicID = k.TopicID
 		rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, stateEpoch, leaderEpoch, start
+		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, stateEpoch, stateEpoch, start
 		for _, sb := range st.Batches {
 			ob := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
 			ob.FirstOffset, ob.LastOffset, ob.DeliveryState, ob.DeliveryCount = sb.First, sb.Last, sb.DeliveryState, sb.DeliveryCount

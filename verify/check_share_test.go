@@ -203,7 +203,7 @@ func (e errTest) Error() string { return string(e) }
 // only when the broker's start offset passed the record, a member did
 // acknowledge it, and it was delivered fewer times than the limit.
 func TestShareDrainState(t *testing.T) {
-	at := map[string]shareDelivery{
+	delivered := map[string]shareDelivery{
 		"acked":     {partition: 0, offset: 5, deliveries: 1},
 		"refused":   {partition: 1, offset: 7, deliveries: 1},
 		"noack":     {partition: 1, offset: 8, deliveries: 1},
@@ -211,7 +211,6 @@ func TestShareDrainState(t *testing.T) {
 		"inflight":  {partition: 1, offset: 20, deliveries: 2},
 		"otherpart": {partition: 2, offset: 7, deliveries: 1},
 	}
-	delivered := map[string]bool{"acked": true, "refused": true, "noack": true, "archived": true, "inflight": true, "otherpart": true}
 	accepted := map[string]bool{"acked": true}
 	ackSent := map[string]bool{"acked": true, "refused": true, "archived": true, "inflight": true, "otherpart": true}
 	spso := map[int32]int64{0: 6, 1: 10}
@@ -224,7 +223,7 @@ func TestShareDrainState(t *testing.T) {
 		"inflight":  shareUnaccepted, // above the start offset: may come back
 		"otherpart": shareUnaccepted, // its partition's start offset is unknown
 	} {
-		if got := shareDrainState(v, delivered, accepted, ackSent, at, spso); got != want {
+		if got := shareDrainState(v, delivered, accepted, ackSent, spso); got != want {
 			t.Errorf("%s: %d, want %d", v, got, want)
 		}
 	}

@@ -73,17 +73,15 @@ type ShareWorkload struct {
 	Security *Security
 
 	// mu guards the drain's view: values acknowledged as written,
-	// delivered, and accepted (acknowledgement answered ok, or with an
-	// open outcome: such a record may never come back).
+	// delivered (with where and how often), acknowledged by a member
+	// whatever the answer (ackSent), and accepted (acknowledgement
+	// answered ok, or with an open outcome: such a record may never come
+	// back).
 	mu        sync.Mutex
 	written   map[string]bool
-	delivered map[string]bool
+	delivered map[string]shareDelivery
+	ackSent   map[string]bool
 	accepted  map[string]bool
-	// deliveredAt: where each delivered value sits, and the highest
-	// delivery count it was delivered with.
-	deliveredAt map[string]shareDelivery
-	// ackSent: values a member acknowledged, whatever the answer.
-	ackSent map[string]bool
 }
 
 // shareDelivery is where a value was delivered from and its highest
@@ -118,13 +116,12 @@ func (w *ShareWorkload) noteDelivery(v string, d shareDelivery) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.delivered == nil {
-		w.delivered, w.deliveredAt = map[string]bool{}, map[string]shareDelivery{}
+		w.delivered = map[string]shareDelivery{}
 	}
-	w.delivered[v] = true
-	if prev, ok := w.deliveredAt[v]; ok {
+	if prev, ok := w.delivered[v]; ok {
 		d.deliveries = max(d.deliveries, prev.deliveries)
 	}
-	w.deliveredAt[v] = d
+	w.delivered[v] = d
 }
 
 // startOffsets returns the group's share-partition start offsets of the
@@ -408,14 +405,14 @@ const (
 // because it had taken effect. A record no member acknowledged at all
 // stays unaccepted: a start offset past it would be a record the group
 // skipped.
-func shareDrainState(v string, delivered, accepted, ackSent map[string]bool, at map[string]shareDelivery, spso map[int32]int64) shareDrain {
-	d, ok := at[v]
+func shareDrainState(v string, delivered map[string]shareDelivery, accepted, ackSent map[string]bool, spso map[int32]int64) shareDrain {
+	d, ok := delivered[v]
 	switch {
-	case !delivered[v]:
+	case !ok:
 		return shareUndelivered
 	case accepted[v]:
 		return shareAccepted
-	case ok && ackSent[v] && d.deliveries < shareDeliveryLimit && spso[d.partition] > d.offset:
+	case ackSent[v] && d.deliveries < shareDeliveryLimit && spso[d.partition] > d.offset:
 		return shareAcceptedLate
 	}
 	return shareUnaccepted
@@ -449,7 +446,7 @@ func (w *ShareWorkload) Drain(ctx context.Context) error {
 		defer w.mu.Unlock()
 		clear(acceptedLate)
 		for v := range w.written {
-			switch shareDrainState(v, w.delivered, w.accepted, w.ackSent, w.deliveredAt, spso) {
+			switch shareDrainState(v, w.delivered, w.accepted, w.ackSent, spso) {
 			case shareUndelivered:
 				undelivered++
 			case shareUnaccepted:

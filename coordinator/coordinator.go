@@ -204,6 +204,17 @@ func partitionFor(group string, numPartitions int32) int32 {
 	return kafkahash.PartitionFor(group, numPartitions)
 }
 
+// Serving reports whether this coordinator has partition loaded: it
+// answers the partition's groups (FindCoordinator names this broker only
+// then; before, the metadata may already say it leads the partition while
+// the load has not started, and requests would get NOT_COORDINATOR).
+func (c *Coordinator) Serving(partition int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, ok := c.partitions[partition]
+	return ok && !ps.loading && !c.closed
+}
+
 // BecomeLeader loads partition p's groups and offsets; until it returns,
 // requests for those groups get COORDINATOR_LOAD_IN_PROGRESS. Calling it for
 // a partition already led is a no-op.

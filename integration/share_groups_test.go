@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kbroker/kbroker/internal/kafkahash"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -587,5 +588,57 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	}
 	if got := describe(); got != -1 {
 		t.Fatalf("start offset after the delete: %d, want -1", got)
+	}
+}
+
+// TestShareGroupOffsetsAdminFirstRequest: operators' first requests of a
+// fresh broker, one group on each of the 50 __consumer_offsets partitions
+// at once, before the topic exists. FindCoordinator names the broker only
+// once its coordinator loaded the group's partition; before the fix the
+// metadata already named it while loads were starting, some requests got
+// NOT_COORDINATOR, and franz-go does not retry that for
+// AlterShareGroupOffsets (franz-go's TestShareGroupOffsetsAdmin failed so,
+// 1 run in 6).
+func TestShareGroupOffsetsAdminFirstRequest(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	const partitions = 50 // offsets.topic.num.partitions
+	groups := make([]string, partitions)
+	for i, found := 0, 0; found < partitions; i++ {
+		g := fmt.Sprintf("sg-first-%d", i)
+		if p := kafkahash.PartitionFor(g, partitions); groups[p] == "" {
+			groups[p] = g
+			found++
+		}
+	}
+	topic := "share-admin-first"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	ctx := testContext(t, 30*time.Second)
+	var wg sync.WaitGroup
+	codes := make([]int16, partitions)
+	errs := make([]error, partitions)
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := b.Client(t) // each its own client: nothing cached
+			req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+			req.GroupID = g
+			rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+			rt.Topic = topic
+			rt.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 0}}
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			codes[i] = resp.ErrorCode
+		}()
+	}
+	wg.Wait()
+	for i, g := range groups {
+		if errs[i] != nil || codes[i] != 0 {
+			t.Errorf("first AlterShareGroupOffsets of %s (__consumer_offsets-%d): %v %v", g, i, errs[i], kerr.ErrorForCode(codes[i]))
+		}
 	}
 }

@@ -116,7 +116,24 @@ func (b *Broker) findCoordinator(keyType int8, key string) (controller.BrokerInf
 	if !ok {
 		return controller.BrokerInfo{}, kerr.CoordinatorNotAvailable
 	}
+	// This broker is named only once its coordinator serves the partition:
+	// the view can say it leads before the load began, and a request sent
+	// then is answered NOT_COORDINATOR, which clients do not retry for
+	// every request (franz-go's AlterShareGroupOffsets). Clients retry
+	// COORDINATOR_NOT_AVAILABLE here.
+	if node.ID == b.self.ID && !b.coordinatorServing(keyType, p) {
+		return controller.BrokerInfo{}, fmt.Errorf("%w: %s-%d is still loading", kerr.CoordinatorNotAvailable, topic, p)
+	}
 	return node, nil
+}
+
+// coordinatorServing reports whether this broker's coordinator of keyType
+// (0 groups, 1 transactions) has loaded partition p.
+func (b *Broker) coordinatorServing(keyType int8, p int32) bool {
+	if keyType == 1 {
+		return b.txns.Serving(p)
+	}
+	return b.groups.Serving(p)
 }
 
 // ensureOffsetsTopic creates __consumer_offsets on first use, as Kafka does.

@@ -377,6 +377,15 @@ func (c *Coordinator) writeMuLocked(p int32) *sync.RWMutex {
 	return m
 }
 
+// Serving reports whether this coordinator has partition loaded (see
+// coordinator.Coordinator.Serving).
+func (c *Coordinator) Serving(partition int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, ok := c.partitions[partition]
+	return ok && !ps.loading && !c.closed
+}
+
 // partitionLocked finds the loaded partition of id: Kafka's
 // getTransactionState errors otherwise.
 func (c *Coordinator) partitionLocked(id string) (*partitionState, error) {

@@ -199,7 +199,7 @@ func TestIncarnationsAdvance(t *testing.T) {
 
 func TestShortScheduleHasEveryFault(t *testing.T) {
 	var kinds []string
-	for _, f := range ShortSchedule(1, Timing{Lag: 1500 * time.Millisecond, Session: 3 * time.Second}, 3) {
+	for _, f := range ShortSchedule(1, Timing{Lag: 1500 * time.Millisecond, Session: 3 * time.Second}, 3, nil) {
 		kinds = append(kinds, f.Kind)
 		if f.Kind == RecreateTopicPaused && (f.Duration < 1500*time.Millisecond || f.Duration >= 3*time.Second) {
 			t.Errorf("recreate pause %v: want at least half the session, shorter than it", f.Duration)

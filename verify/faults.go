@@ -89,11 +89,34 @@ func (t Timing) plan(r *rand.Rand, kind string, partitions int32) Fault {
 	return f
 }
 
-// ShortSchedule runs every fault kind once, in an order and with durations
-// drawn from seed.
-func ShortSchedule(seed uint64, t Timing, partitions int32) []Fault {
+// ParseFaultKinds reads a comma-separated list of fault kinds (kverify
+// --faults); empty means every kind (AllFaults). An unknown kind is an
+// error naming the known ones.
+func ParseFaultKinds(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return slices.Clone(AllFaults), nil
+	}
+	var kinds []string
+	for _, k := range strings.Split(list, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(AllFaults, k) {
+			return nil, fmt.Errorf("unknown fault kind %q (known: %s)", k, strings.Join(AllFaults, ", "))
+		}
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds, nil
+}
+
+// ShortSchedule runs each of kinds (nil: every fault kind) once, in an
+// order and with durations drawn from seed.
+func ShortSchedule(seed uint64, t Timing, partitions int32, kinds []string) []Fault {
 	r := rand.New(rand.NewPCG(seed, 0x6b766572))
-	kinds := slices.Clone(AllFaults)
+	if kinds == nil {
+		kinds = AllFaults
+	}
+	kinds = slices.Clone(kinds)
 	r.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	var out []Fault
 	for _, k := range kinds {
@@ -102,13 +125,17 @@ func ShortSchedule(seed uint64, t Timing, partitions int32) []Fault {
 	return out
 }
 
-// LongSchedule draws faults at random until their total reaches d.
-func LongSchedule(seed uint64, t Timing, partitions int32, d time.Duration) []Fault {
+// LongSchedule draws faults of kinds (nil: every fault kind) at random
+// until their total reaches d.
+func LongSchedule(seed uint64, t Timing, partitions int32, d time.Duration, kinds []string) []Fault {
 	r := rand.New(rand.NewPCG(seed, 0x6b766572))
+	if kinds == nil {
+		kinds = AllFaults
+	}
 	var out []Fault
 	var total time.Duration
 	for total < d {
-		f := t.plan(r, AllFaults[r.IntN(len(AllFaults))], partitions)
+		f := t.plan(r, kinds[r.IntN(len(kinds))], partitions)
 		total += f.Gap + f.Duration + 2*time.Second // restarts and healing take time too
 		out = append(out, f)
 	}

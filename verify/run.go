@@ -33,7 +33,10 @@ type Options struct {
 	// its partitions' leaders the faults' targets, under the same faults
 	// except the topic re-creations. Without it (and without Txn and
 	// Unsafe) that workload runs beside the plain one.
-	Compact    bool
+	Compact bool
+	// Faults are the fault kinds to draw from (kverify --faults); nil
+	// means every kind.
+	Faults     []string
 	Brokers    int
 	Partitions int32
 	Dir        string // working directory (a temporary one if empty)
@@ -173,13 +176,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	case o.Unsafe:
 		faults = UnsafeSchedule(timing)
 	case o.Mode == "long":
-		faults = LongSchedule(o.Seed, timing, o.Partitions, o.Duration)
+		faults = LongSchedule(o.Seed, timing, o.Partitions, o.Duration, o.Faults)
 	default:
-		faults = ShortSchedule(o.Seed, timing, o.Partitions)
+		faults = ShortSchedule(o.Seed, timing, o.Partitions, o.Faults)
 	}
 	if o.Txn || o.Compact {
 		// The re-created topic's rules are the plain workload's.
 		faults = slices.DeleteFunc(faults, func(f Fault) bool { return f.Kind == RecreateTopic || f.Kind == RecreateTopicPaused })
+	}
+	if len(faults) == 0 {
+		return nil, fmt.Errorf("no faults to run: %v apply to the plain workload only", o.Faults)
+	}
+	if o.Faults != nil && !o.Unsafe {
+		phase("faults drawn from: " + strings.Join(o.Faults, ", "))
 	}
 
 	ccfg := ClusterConfig{Brokers: o.Brokers, Bin: o.Bin, Dir: o.Dir, SessionTimeout: o.Session, LagTime: o.Lag, MinISR: 2, TmpfsSize: o.TmpfsSize, Security: sec}

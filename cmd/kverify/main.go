@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,6 +55,7 @@ func main() {
 	unsafe := fs.Bool("unsafe", false, "min.insync.replicas=1, unclean leader election, leader isolated from its followers then killed: must show lost-write")
 	txn := fs.Bool("txn", false, "transactional workload: transactional producers (commit or abort), read_committed consumers, a consume-transform-produce loop; checks aborted-read, intermediate-read, lost-committed-write, duplicate, read-past-lso")
 	compact := fs.Bool("compact", false, "compacted topic workload alone, faults aimed at its leaders: keyed writes and tombstones on a cleanup.policy=compact topic cleaned every second; checks lost-latest-value, resurrected-key, reordered-key, tombstone-retained (plain runs have it beside their workload)")
+	faultList := fs.String("faults", "", "only these fault kinds, comma-separated (default: every kind): "+strings.Join(verify.AllFaults, ", "))
 	expect := fs.String("expect-anomaly", "", "invert the verdict: exit 0 only if this anomaly (e.g. lost-write) was found")
 	dir := fs.String("dir", "", "working directory (default: a new temporary directory, kept)")
 	bin := fs.String("kbroker-bin", "", "kbroker binary (default: go build ./cmd/kbroker)")
@@ -96,9 +98,17 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	kinds, err := verify.ParseFaultKinds(*faultList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kverify: --faults:", err)
+		os.Exit(2)
+	}
+	if *faultList == "" {
+		kinds = nil
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Compact: *compact, Dir: *dir, Bin: *bin,
+	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Compact: *compact, Faults: kinds, Dir: *dir, Bin: *bin,
 		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20, Security: *security, SASLMechanism: *mechanism}
 	if *tmpfs <= 0 {
 		o.TmpfsSize = -1

@@ -7,8 +7,10 @@
 # their counts. The exit status is non-zero if either pass fails.
 # Usage: scripts/kgo-suite.sh [extra go test flags for the embedded pass, e.g. -test.run 'TestGroup']
 # Environment: KGO_CLUSTER=0 skips the cluster pass; KGO_CLUSTER_TIMEOUT
-# (default 4m) bounds each of its 3 test processes; KGO_CLUSTER_OUT / KGO_CLUSTER_LOGS name where its
-# test output and broker logs are copied.
+# (default 5m) bounds each of its 3 test processes, above TestShareGroupETL's
+# own 4-minute deadline, whose failure names the missing records (a process
+# timeout first only dumps goroutines); KGO_CLUSTER_OUT / KGO_CLUSTER_LOGS
+# name where its test output and broker logs are copied.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -22,6 +24,25 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+
+# timeout_report OUT: at a go test timeout in OUT, which tests were running
+# and where the tests' own goroutines waited (the first few; the whole
+# output is kept, see below).
+timeout_report() {
+	if grep -q '^panic: test timed out' "$1"; then
+		awk '/^panic: test timed out/ {p=1} p {print} p && /^$/ {exit}' "$1"
+		awk 'BEGIN {RS=""} /_test\.go/ && n < 6 {print; print ""; n++}' "$1"
+	fi
+}
+
+# failure_report OUT: when OUT has failures, the tests' own messages
+# (t.Errorf, t.Fatalf, t.Logf: the first 40, without the topic clean-ups).
+failure_report() {
+	if grep -qE '^ *--- FAIL|^panic' "$1"; then
+		echo "messages of the tests in $1 (the first 40):"
+		grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' "$1" | grep -v 'deleting topic' | head -n 40
+	fi
+}
 
 port=${KGO_PORT:-19092}
 # A second listener, SASL_PLAINTEXT with SCRAM, for the suite's SCRAM tests
@@ -57,6 +78,8 @@ set +e
 rc=$?
 set -e
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok|panic)' "$work/kgo.out" | grep -E '^--- |^panic' || true
+timeout_report "$work/kgo.out"
+failure_report "$work/kgo.out"
 pass=$(grep -c '^--- PASS' "$work/kgo.out" || true)
 fail=$(grep -c '^--- FAIL' "$work/kgo.out" || true)
 skipped=$(grep -c '^--- SKIP' "$work/kgo.out" || true)
@@ -143,7 +166,7 @@ crc=0
 for run in "${cluster_runs[@]}"; do
 	set +e
 	(cd "$kgo_dir" && KGO_SEEDS="$seeds" KGO_TEST_RF=3 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-10000} \
-		"$work/kgo.test" -test.v -test.timeout "${KGO_CLUSTER_TIMEOUT:-4m}" -test.run "$run") >>"$work/kgo-cluster.out" 2>&1
+		"$work/kgo.test" -test.v -test.timeout "${KGO_CLUSTER_TIMEOUT:-5m}" -test.run "$run") >>"$work/kgo-cluster.out" 2>&1
 	r=$?
 	set -e
 	if [[ $crc == 0 ]]; then
@@ -151,6 +174,8 @@ for run in "${cluster_runs[@]}"; do
 	fi
 done
 grep -E '^ *--- (PASS|FAIL|SKIP)|^panic' "$work/kgo-cluster.out" || true
+timeout_report "$work/kgo-cluster.out"
+failure_report "$work/kgo-cluster.out"
 cp "$work/kgo-cluster.out" "${KGO_CLUSTER_OUT:-/tmp/kgo-suite-cluster.out}"
 logs=${KGO_CLUSTER_LOGS:-/tmp/kgo-suite-cluster-logs}
 mkdir -p "$logs" && cp "$work"/cluster-b*.log "$work/zk.log" "$logs/"

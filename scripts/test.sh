@@ -32,24 +32,50 @@ export KBROKER_RACE=${KBROKER_RACE:-1}
 export KBROKER_TOPIC_IDENTITY_LOOPS=${KBROKER_TOPIC_IDENTITY_LOOPS:-2}
 
 results=()
+failure_tails=()
 flaky=()
 failed=0
 passed=0
 suite_start=$SECONDS
 
-# step NAME COMMAND...: runs COMMAND, records PASS/FAIL and its duration.
+# step NAME COMMAND...: runs COMMAND, records PASS/FAIL and its duration;
+# a failed step's summary line names the tests that failed or were running
+# at a go test timeout (the summary is what CI shows of a long log).
 step() {
 	local name=$1
 	shift
-	local start=$SECONDS
+	local start=$SECONDS log
+	log=$(mktemp)
 	echo
 	echo "=== ${name}: $*"
-	if "$@"; then
+	# Not a pipeline: the command runs in this shell (it may add to flaky).
+	if "$@" > >(tee "$log") 2>&1; then
+		wait $! # tee has written everything
 		results+=("PASS  ${name} ($((SECONDS - start))s)")
 		passed=$((passed + 1))
 	else
-		results+=("FAIL  ${name} ($((SECONDS - start))s)")
+		wait $!
+		results+=("FAIL  ${name} ($((SECONDS - start))s)$(failed_test_names "$log")")
 		failed=$((failed + 1))
+		# Printed again just before the summary, where a CI log's tail
+		# shows it.
+		failure_tails+=("=== the end of \"${name}\":"$'\n'"$(tail -n 40 "$log")")
+	fi
+	rm -f "$log"
+}
+
+# failed_test_names LOG: ": A, B (timed out)" for the go tests LOG shows
+# failing or running at a timeout; nothing when it shows none.
+failed_test_names() {
+	local names timed_out
+	names=$(grep -oE -- '--- FAIL: [A-Za-z0-9_/]+' "$1" | awk '{print $3}' | sort -u | paste -sd, | sed 's/,/, /g')
+	timed_out=$(awk '/^panic: test timed out/ {p=1; next} p && /^[[:space:]]+Test[^ ]* \(/ {print $1; next} p && !/running tests:/ {p=0}' "$1" |
+		sort -u | paste -sd, | sed 's/,/, /g')
+	if [ -n "$timed_out" ]; then
+		names="${names:+$names; }running at a timeout: $timed_out"
+	fi
+	if [ -n "$names" ]; then
+		echo ": $names"
 	fi
 }
 
@@ -182,6 +208,10 @@ step "franz-go kgo suite" kgo_suite
 step "kverify short (safe, unsafe must lose writes, transactional)" kverify_short
 step "fuzz FuzzParseRequest" fuzz
 
+for f in "${failure_tails[@]}"; do
+	echo
+	echo "$f"
+done
 echo
 echo "=== summary ($((SECONDS - suite_start))s)"
 for r in "${results[@]}"; do

@@ -235,7 +235,7 @@ func (g *group) killLocked() {
 	g.stopAllCGTimersLocked()
 	g.cg = nil
 	g.stopAllShareTimersLocked()
-	g.sg, g.shareStates, g.configs = nil, nil, nil
+	g.sg, g.shareStates, g.shareLeaderEpochs, g.configs = nil, nil, nil, nil
 	for id, pm := range g.pending {
 		pm.stopHeartbeat()
 		delete(g.pending, id)

@@ -127,6 +127,9 @@ type group struct {
 	// states (share_state.go), published once stored.
 	sg          *sgState
 	shareStates map[shareStateKey]ShareState
+	// shareLeaderEpochs: the newest partition leader epoch that read or
+	// wrote each share partition's state (in memory; share_state.go).
+	shareLeaderEpochs map[shareStateKey]int32
 	// configs are the group's dynamic configs (share_group_config.go),
 	// published once stored.
 	configs map[string]string

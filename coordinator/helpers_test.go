@@ -23,6 +23,10 @@ type memLog struct {
 	parts    map[int32]*memPart
 	failNext error         // returned (once) by the next Append
 	readGate chan struct{} // when set, ReadAll waits for it to close
+	// appendGate, when set, holds every Append until it closes; each
+	// held Append first sends on appendHeld (when set).
+	appendGate chan struct{}
+	appendHeld chan struct{}
 	// history holds every batch ever appended, whatever DeleteBefore did.
 	history map[int32][][]byte
 }
@@ -74,6 +78,23 @@ func (l *memLog) Append(ctx context.Context, partition int32, batch []byte) (int
 	h, err := recordbatch.Validate(batch)
 	if err != nil {
 		return -1, err
+	}
+	l.mu.Lock()
+	gate, held := l.appendGate, l.appendHeld
+	l.mu.Unlock()
+	if gate != nil {
+		if held != nil {
+			select {
+			case held <- struct{}{}:
+			case <-ctx.Done():
+				return -1, ctx.Err()
+			}
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -180,19 +180,19 @@ func TestShareStateDurable(t *testing.T) {
 	log := newMemLog()
 	c := startCoordinator(t, cfg, log)
 	want := ShareState{StateEpoch: 3, StartOffset: 17, Batches: []ShareStateBatch{{First: 17, Last: 17, DeliveryState: 0, DeliveryCount: 2}, {First: 18, Last: 20, DeliveryState: 2, DeliveryCount: 1}}}
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, want); code != 0 {
+	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, want, 4); code != 0 {
 		t.Fatalf("write: %d", code)
 	}
-	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 2, StartOffset: 99}); code != kerr.FencedStateEpoch.Code {
+	if code := c.WriteShareState(ctxT(t), "sg", topicA, 1, ShareState{StateEpoch: 2, StartOffset: 99}, 4); code != kerr.FencedStateEpoch.Code {
 		t.Fatalf("write with a stale state epoch: %d, want FENCED_STATE_EPOCH", code)
 	}
 	check := func(c *Coordinator, what string) {
 		t.Helper()
-		got, found, code := c.ReadShareState("sg", topicA, 1)
+		got, found, code := c.ReadShareState("sg", topicA, 1, -1)
 		if code != 0 || !found || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: read %+v found %v code %d, want %+v", what, got, found, code, want)
 		}
-		if _, found, _ := c.ReadShareState("sg", topicA, 2); found {
+		if _, found, _ := c.ReadShareState("sg", topicA, 2, -1); found {
 			t.Fatalf("%s: partition 2 has a state", what)
 		}
 	}
@@ -213,7 +213,94 @@ func TestShareStateDurable(t *testing.T) {
 	}
 	c3.Close()
 	c4 := startCoordinator(t, cfg, log)
-	if _, found, _ := c4.ReadShareState("sg", topicA, 1); found {
+	if _, found, _ := c4.ReadShareState("sg", topicA, 1, -1); found {
 		t.Fatal("share state back after the group was deleted")
+	}
+}
+
+// TestShareStateLeaderFencing: a read by a share partition's new leader
+// fences its older leaders (FENCED_LEADER_EPOCH), so a deposed leader
+// cannot store an acknowledgement after its successor loaded the state,
+// which the successor's first write would overwrite. A write in flight
+// during the new leader's read is answered FENCED_LEADER_EPOCH once
+// durable; after a coordinator failover (the epochs are in memory) the
+// new leader's raised state epoch still fences the old leader; operators
+// (-1) are never fenced.
+func TestShareStateLeaderFencing(t *testing.T) {
+	cfg := cgTestConfig()
+	log := newMemLog()
+	c := startCoordinator(t, cfg, log)
+	write := func(c *Coordinator, partition int32, leaderEpoch, stateEpoch int32, start int64) int16 {
+		t.Helper()
+		return c.WriteShareState(ctxT(t), "sg", topicA, partition, ShareState{StateEpoch: stateEpoch, StartOffset: start}, leaderEpoch)
+	}
+	if code := write(c, 1, 17, 1, 10); code != 0 {
+		t.Fatalf("write by leader epoch 17: %d", code)
+	}
+	got, found, code := c.ReadShareState("sg", topicA, 1, 18)
+	if code != 0 || !found || got.StartOffset != 10 {
+		t.Fatalf("read by the new leader: %+v %v %d", got, found, code)
+	}
+	if code := write(c, 1, 17, 1, 60); code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("write by the deposed leader after the new one read: %d, want FENCED_LEADER_EPOCH", code)
+	}
+	if _, _, code := c.ReadShareState("sg", topicA, 1, 17); code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("read by the deposed leader: %d, want FENCED_LEADER_EPOCH", code)
+	}
+	if code := write(c, 1, 18, 2, 10); code != 0 {
+		t.Fatalf("first write by the new leader: %d", code)
+	}
+	if got, _, code := c.ReadShareState("sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
+		t.Fatalf("operator's read: %+v %d", got, code)
+	}
+	// Another partition has its own fence.
+	if code := write(c, 2, 3, 1, 5); code != 0 {
+		t.Fatalf("write to partition 2 at leader epoch 3: %d", code)
+	}
+
+	// A deposed leader's write in flight while the new leader reads.
+	if code := write(c, 3, 5, 1, 10); code != 0 {
+		t.Fatalf("write to partition 3: %d", code)
+	}
+	gate, held := make(chan struct{}), make(chan struct{})
+	log.mu.Lock()
+	log.appendGate, log.appendHeld = gate, held
+	log.mu.Unlock()
+	inFlight := make(chan int16, 1)
+	go func() { inFlight <- write(c, 3, 5, 1, 20) }()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write never reached the log")
+	}
+	got, _, code = c.ReadShareState("sg", topicA, 3, 6)
+	if code != 0 || got.StartOffset != 10 {
+		t.Fatalf("new leader's read during the old leader's write: %+v %d", got, code)
+	}
+	log.mu.Lock()
+	log.appendGate, log.appendHeld = nil, nil
+	log.mu.Unlock()
+	close(gate)
+	select {
+	case code := <-inFlight:
+		if code != kerr.FencedLeaderEpoch.Code {
+			t.Fatalf("write in flight during the new leader's read: %d, want FENCED_LEADER_EPOCH (its acknowledgements would be overwritten)", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write in flight never returned")
+	}
+	if code := write(c, 3, 6, 2, 10); code != 0 {
+		t.Fatalf("first write by partition 3's new leader: %d", code)
+	}
+
+	// A new coordinator: the deposed leader's state epoch (1) is older
+	// than the one its successor stored (2).
+	c.Close()
+	c2 := startCoordinator(t, cfg, log)
+	if code := write(c2, 1, 17, 1, 70); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("deposed leader's write after a coordinator failover: %d, want FENCED_STATE_EPOCH", code)
+	}
+	if got, _, code := c2.ReadShareState("sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
+		t.Fatalf("state after the failover: %+v %d", got, code)
 	}
 }

@@ -9,6 +9,17 @@ package coordinator
 // acknowledgements that changed it (server/85_share_group_state.go, over
 // Kafka's ReadShareGroupState / WriteShareGroupState requests).
 //
+// Both requests carry the partition leader's epoch, and as in Kafka's
+// share coordinator a leader older than the newest one seen is refused
+// (FENCED_LEADER_EPOCH): once a new leader has read the state, a deposed
+// leader (paused past its ZooKeeper session) can no longer store an
+// acknowledgement that the new leader's first write would then overwrite.
+// The newest epochs are kept in memory only: each leader's first write
+// right after its read raises the stored state epoch, and from then on
+// the older leaders' state epoch fences them (FENCED_STATE_EPOCH), also
+// after a coordinator failover. (Kafka stores the leader epoch; kbroker's
+// record keeps the layout older kbroker releases read.)
+//
 // Record (kbroker's own key version, which Kafka's readers skip as an
 // unknown version; no Kafka record has it):
 //
@@ -157,7 +168,12 @@ func (g *group) shareStateTombstonesLocked() []record {
 // ReadShareState returns the stored state of group's share partition
 // (found false: none). code is NOT_COORDINATOR and the like when this
 // broker does not own the group.
-func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition int32) (st ShareState, found bool, code int16) {
+//
+// leaderEpoch is the reading partition leader's epoch (-1: an operator's
+// read, which fences nothing). As Kafka's ReadShareGroupState, a read by
+// a leader older than the newest seen is FENCED_LEADER_EPOCH, and a newer
+// one becomes the fence: older leaders' writes are refused from then on.
+func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition int32, leaderEpoch int32) (st ShareState, found bool, code int16) {
 	g, code := c.lookup(group, false)
 	if code != 0 || g == nil {
 		return st, false, code
@@ -167,15 +183,46 @@ func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition i
 	if code := g.statusLocked(); code != 0 {
 		return st, false, code
 	}
-	st, found = g.shareStates[shareStateKey{topicID, partition}]
+	k := shareStateKey{topicID, partition}
+	if code := g.fenceShareLeaderLocked(k, leaderEpoch); code != 0 {
+		return st, false, code
+	}
+	st, found = g.shareStates[k]
 	return st, found, 0
+}
+
+// fenceShareLeaderLocked refuses a share partition leader older than the
+// newest one seen (FENCED_LEADER_EPOCH) and makes leaderEpoch the newest;
+// -1 (not a leader: an operator) passes and changes nothing.
+func (g *group) fenceShareLeaderLocked(k shareStateKey, leaderEpoch int32) int16 {
+	if leaderEpoch < 0 {
+		return 0
+	}
+	if newest, ok := g.shareLeaderEpochs[k]; ok && leaderEpoch < newest {
+		return kerr.FencedLeaderEpoch.Code
+	}
+	if g.shareLeaderEpochs == nil {
+		g.shareLeaderEpochs = map[shareStateKey]int32{}
+	}
+	g.shareLeaderEpochs[k] = leaderEpoch
+	return 0
 }
 
 // WriteShareState stores the state of group's share partition and returns
 // once it is durable in __consumer_offsets (0) or Kafka's error code.
-// A state epoch older than the stored one is refused (FENCED_STATE_EPOCH):
-// a deposed partition leader cannot overwrite its successor's state.
-func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID [16]byte, partition int32, st ShareState) int16 {
+// leaderEpoch is the writing partition leader's epoch (-1: not a leader,
+// never fenced). A leader older than the newest that read or wrote the
+// partition is refused (FENCED_LEADER_EPOCH), and so is a state epoch
+// older than the stored one (FENCED_STATE_EPOCH): a deposed partition
+// leader cannot overwrite its successor's state.
+//
+// The leader fence is checked again once the write is durable: a new
+// leader that read the state while this write was in flight did not see
+// it, and its first write replaces it, so the writer is answered
+// FENCED_LEADER_EPOCH rather than told its acknowledgements are stored,
+// and the read waits for nothing (a share fetch holds its partition's
+// lock while it loads).
+func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID [16]byte, partition int32, st ShareState, leaderEpoch int32) int16 {
 	g, code := c.lookup(group, true)
 	if code != 0 {
 		return code
@@ -187,6 +234,10 @@ func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID
 	k := shareStateKey{topicID, partition}
 	g.mu.Lock()
 	if code := g.statusLocked(); code != 0 {
+		g.mu.Unlock()
+		return code
+	}
+	if code := g.fenceShareLeaderLocked(k, leaderEpoch); code != 0 {
 		g.mu.Unlock()
 		return code
 	}
@@ -204,6 +255,11 @@ func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		if newest, ok := g.shareLeaderEpochs[k]; ok && leaderEpoch >= 0 && leaderEpoch < newest {
+			code = kerr.FencedLeaderEpoch.Code
+		}
+		// Published even when fenced: it is in the log, and memory
+		// follows the log (the new leader's first write replaces it).
 		if g.shareStates == nil {
 			g.shareStates = map[shareStateKey]ShareState{}
 		}

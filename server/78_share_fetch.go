@@ -105,9 +105,9 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 		if !verify {
 			return ps, nil
 		}
-		s, err := sl.store.Load(ctx, ps.Key)
+		s, err := sl.store.Load(ctx, ps.Key, st.LeaderEpoch)
 		if err != nil {
-			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, deposed(err))
 		}
 		if s.found && s.stateEpoch == ps.StateEpochLocked() {
 			return ps, nil
@@ -124,9 +124,9 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	cfg := sl.b.shareConfig()
 	cfg.LockDuration = settings.lockDuration
 	if stored == nil {
-		s, err := sl.store.Load(ctx, ps.Key)
+		s, err := sl.store.Load(ctx, ps.Key, st.LeaderEpoch)
 		if err != nil {
-			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, deposed(err))
 		}
 		stored = &s
 	}
@@ -148,11 +148,22 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	// previous leader's later writes are fenced.
 	stateEpoch := stored.stateEpoch + 1
 	start, batches = p.Snapshot()
-	if err := sl.store.Save(ctx, ps.Key, stateEpoch, start, batches); err != nil {
-		return nil, fmt.Errorf("store share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+	if err := sl.store.Save(ctx, ps.Key, st.LeaderEpoch, stateEpoch, start, batches); err != nil {
+		return nil, fmt.Errorf("store share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, deposed(err))
 	}
 	ps.SetLocked(p, st.LeaderEpoch, stateEpoch)
 	return ps, nil
+}
+
+// deposed answers a share state coordinator's FENCED_LEADER_EPOCH as
+// NOT_LEADER_OR_FOLLOWER: a newer leader of the partition has read its
+// state, so this broker no longer leads it whatever its metadata says, and
+// the client learns the leader from the metadata and the hint.
+func deposed(err error) error {
+	if errors.Is(err, kerr.FencedLeaderEpoch) {
+		return fmt.Errorf("%w: a newer leader holds the share state (%w)", kerr.NotLeaderForPartition, err)
+	}
+	return err
 }
 
 // acknowledge applies one partition's acknowledgement batches for member
@@ -162,7 +173,7 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState, member string, batches []ackBatch, maxType share.AckType, now time.Time) int16 {
 	ps.Lock()
 	defer ps.Unlock()
-	p, _ := ps.PartitionLocked()
+	p, leaderEpoch := ps.PartitionLocked()
 	if p == nil {
 		return kerr.InvalidRecordState.Code
 	}
@@ -184,14 +195,14 @@ func (sl *shareLeader) acknowledge(ctx context.Context, ps *share.PartitionState
 	before, _ := p.Snapshot()
 	start, states := next.Snapshot()
 	if !renewOnly(batches) || start != before {
-		if err := sl.store.Save(ctx, ps.Key, ps.StateEpochLocked(), start, states); err != nil {
+		if err := sl.store.Save(ctx, ps.Key, leaderEpoch, ps.StateEpochLocked(), start, states); err != nil {
 			sl.b.logger.Warn("failed to store share acknowledgements", "group", ps.Key.Group, "partition", ps.Key.Partition, "err", err)
-			if errors.Is(err, kerr.FencedStateEpoch) {
+			if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) {
 				// A newer leader or an operator wrote the state: what is
 				// here is stale, and is loaded again on next use.
 				ps.SetLocked(nil, -1, 0)
 			}
-			return protocol.ErrorCode(err)
+			return protocol.ErrorCode(deposed(err))
 		}
 	}
 	p.Replace(next)

@@ -38,7 +38,7 @@ func handleReadShareGroupState(_ context.Context, b *Broker, rc *requestContext,
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
-			st, found, code := b.groups.ReadShareState(req.GroupID, rt.TopicID, rp.Partition)
+			st, found, code := b.groups.ReadShareState(req.GroupID, rt.TopicID, rp.Partition, rp.LeaderEpoch)
 			op.ErrorCode = code
 			if code == 0 && found {
 				op.StateEpoch, op.StartOffset = st.StateEpoch, st.StartOffset

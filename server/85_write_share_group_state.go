@@ -52,7 +52,7 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, rc *requestConte
 			for _, sb := range rp.StateBatches {
 				st.Batches = append(st.Batches, coordinator.ShareStateBatch{First: sb.FirstOffset, Last: sb.LastOffset, DeliveryState: sb.DeliveryState, DeliveryCount: sb.DeliveryCount})
 			}
-			op.ErrorCode = b.groups.WriteShareState(ctx, req.GroupID, rt.TopicID, rp.Partition, st)
+			op.ErrorCode = b.groups.WriteShareState(ctx, req.GroupID, rt.TopicID, rp.Partition, st, rp.LeaderEpoch)
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
@@ -68,13 +68,15 @@ type storedShareState struct {
 	batches    []share.StateBatch
 }
 
-// shareStateStore keeps share partitions' durable state.
+// shareStateStore keeps share partitions' durable state. leaderEpoch is
+// the calling partition leader's epoch: once a leader read or wrote the
+// state, the coordinator refuses older ones (kerr.FencedLeaderEpoch).
 type shareStateStore interface {
 	// Load returns the stored state of k (found false: none).
-	Load(ctx context.Context, k share.Key) (storedShareState, error)
+	Load(ctx context.Context, k share.Key, leaderEpoch int32) (storedShareState, error)
 	// Save replaces k's stored state once it is durable; stateEpoch is the
-	// writing leader's epoch.
-	Save(ctx context.Context, k share.Key, stateEpoch int32, start int64, batches []share.StateBatch) error
+	// state's epoch, raised by each leader's first write.
+	Save(ctx context.Context, k share.Key, leaderEpoch, stateEpoch int32, start int64, batches []share.StateBatch) error
 }
 
 // coordinatorShareStore reads and writes share state through the group's
@@ -134,7 +136,7 @@ func (s *coordinatorShareStore) retry(ctx context.Context, try func(ctx context.
 	}
 }
 
-func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedShareState, error) {
+func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key, leaderEpoch int32) (storedShareState, error) {
 	var st coordinator.ShareState
 	var found bool
 	err := s.retry(ctx, func(ctx context.Context) (int16, error) {
@@ -144,7 +146,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedSh
 		}
 		if coord == s.b.self.ID {
 			var code int16
-			st, found, code = s.b.groups.ReadShareState(k.Group, k.TopicID, k.Partition)
+			st, found, code = s.b.groups.ReadShareState(k.Group, k.TopicID, k.Partition, leaderEpoch)
 			return code, nil
 		}
 		req := kmsg.NewPtrReadShareGroupStateRequest()
@@ -153,7 +155,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedSh
 		rt := kmsg.NewReadShareGroupStateRequestTopic()
 		rt.TopicID = k.TopicID
 		rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
-		rp.Partition = k.Partition
+		rp.Partition, rp.LeaderEpoch = k.Partition, leaderEpoch
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		kresp, err := s.peers.request(ctx, coord, req, true)
@@ -188,7 +190,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key) (storedSh
 	return out, nil
 }
 
-func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, stateEpoch int32, start int64, batches []share.StateBatch) error {
+func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, leaderEpoch, stateEpoch int32, start int64, batches []share.StateBatch) error {
 	st := coordinator.ShareState{StateEpoch: stateEpoch, StartOffset: start}
 	for _, sb := range batches {
 		st.Batches = append(st.Batches, coordinator.ShareStateBatch{First: sb.First, Last: sb.Last, DeliveryState: int8(sb.State), DeliveryCount: sb.Deliveries})
@@ -199,7 +201,7 @@ func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, stateEpoc
 			return 0, err
 		}
 		if coord == s.b.self.ID {
-			return s.b.groups.WriteShareState(ctx, k.Group, k.TopicID, k.Partition, st), nil
+			return s.b.groups.WriteShareState(ctx, k.Group, k.TopicID, k.Partition, st, leaderEpoch), nil
 		}
 		req := kmsg.NewPtrWriteShareGroupStateRequest()
 		req.Version = 1 // peer requests carry their version
@@ -207,7 +209,7 @@ func (s *coordinatorShareStore) Save(ctx context.Context, k share.Key, stateEpoc
 		rt := kmsg.NewWriteShareGroupStateRequestTopic()
 		rt.TopicID = k.TopicID
 		rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, stateEpoch, stateEpoch, start
+		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, stateEpoch, leaderEpoch, start
 		for _, sb := range st.Batches {
 			ob := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
 			ob.FirstOffset, ob.LastOffset, ob.DeliveryState, ob.DeliveryCount = sb.First, sb.Last, sb.DeliveryState, sb.DeliveryCount

@@ -44,17 +44,27 @@ suite_start=$SECONDS
 step() {
 	local name=$1
 	shift
-	local start=$SECONDS log
+	local start=$SECONDS log out tee_pid rc
 	log=$(mktemp)
 	echo
 	echo "=== ${name}: $*"
 	# Not a pipeline: the command runs in this shell (it may add to flaky).
-	if "$@" > >(tee "$log") 2>&1; then
-		wait $! # tee has written everything
+	exec {out}> >(tee "$log")
+	tee_pid=$!
+	"$@" >&"$out" 2>&1
+	rc=$?
+	exec {out}>&-
+	# tee ends once it has written everything, unless a process the step
+	# left behind still holds the pipe: give it 10 s, not forever.
+	for _ in $(seq 100); do
+		kill -0 "$tee_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$tee_pid" 2>/dev/null
+	if [ "$rc" -eq 0 ]; then
 		results+=("PASS  ${name} ($((SECONDS - start))s)")
 		passed=$((passed + 1))
 	else
-		wait $!
 		results+=("FAIL  ${name} ($((SECONDS - start))s)$(failed_test_names "$log")")
 		failed=$((failed + 1))
 		# Printed again just before the summary, where a CI log's tail

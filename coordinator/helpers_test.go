@@ -391,3 +391,14 @@ func stableGroup(t *testing.T, c *Coordinator, group string, n int, session time
 }
 
 var errInjected = errors.New("injected")
+
+// deleteGroup deletes group with DeleteGroups and fails the test unless
+// it is deleted.
+func deleteGroup(t *testing.T, c *Coordinator, group string) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{group}
+	if code := c.DeleteGroups(ctxT(t), req).Groups[0].ErrorCode; code != 0 {
+		t.Fatalf("delete group %s: %d", group, code)
+	}
+}

@@ -28,6 +28,9 @@ type loadedGroup struct {
 	cg *loadedCG
 	// shareStates: share partition states (share_state.go).
 	shareStates map[shareStateKey]ShareState
+	// shareLeaderEpochs: the newest leader epoch that read each share
+	// partition's state (share_state.go).
+	shareLeaderEpochs map[shareStateKey]int32
 	// configs: the group's dynamic configs (share_group_config.go).
 	configs map[string]string
 }
@@ -129,6 +132,15 @@ func (r *replay) apply(batch []byte) error {
 					return err
 				}
 				lg.shareStates = states[group]
+			} else if v == shareLeaderEpochKeyVersion {
+				group, _, err := decodeShareStateKey(rec.key)
+				if err != nil {
+					return err
+				}
+				lg := r.group(group)
+				if lg.shareLeaderEpochs, err = applyShareLeaderEpochRecord(lg.shareLeaderEpochs, rec.key, rec.value); err != nil {
+					return err
+				}
 			} else if isConsumerGroupKeyVersion(v) {
 				k, err := decodeCGKey(rec.key)
 				if err != nil {
@@ -258,6 +270,7 @@ func (c *Coordinator) load(ctx context.Context, partition int32) (groups map[str
 		g := restoreGroup(c, id, partition, src, now)
 		g.cg = cg
 		g.shareStates = lg.shareStates
+		g.shareLeaderEpochs = lg.shareLeaderEpochs
 		g.configs = lg.configs
 		groups[id] = g
 		stats.live += int64(len(lg.metaRaw)) + int64(len(lg.offsets))*int64(len(id)+64)

@@ -188,11 +188,11 @@ func TestShareStateDurable(t *testing.T) {
 	}
 	check := func(c *Coordinator, what string) {
 		t.Helper()
-		got, found, code := c.ReadShareState("sg", topicA, 1, -1)
+		got, found, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, -1)
 		if code != 0 || !found || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: read %+v found %v code %d, want %+v", what, got, found, code, want)
 		}
-		if _, found, _ := c.ReadShareState("sg", topicA, 2, -1); found {
+		if _, found, _ := c.ReadShareState(ctxT(t), "sg", topicA, 2, -1); found {
 			t.Fatalf("%s: partition 2 has a state", what)
 		}
 	}
@@ -206,14 +206,10 @@ func TestShareStateDurable(t *testing.T) {
 	c2.Close()
 	c3 := startCoordinator(t, cfg, log)
 	check(c3, "after a snapshot and a failover")
-	req := kmsg.NewPtrDeleteGroupsRequest()
-	req.Groups = []string{"sg"}
-	if code := c3.DeleteGroups(ctxT(t), req).Groups[0].ErrorCode; code != 0 {
-		t.Fatalf("delete: %d", code)
-	}
+	deleteGroup(t, c3, "sg")
 	c3.Close()
 	c4 := startCoordinator(t, cfg, log)
-	if _, found, _ := c4.ReadShareState("sg", topicA, 1, -1); found {
+	if _, found, _ := c4.ReadShareState(ctxT(t), "sg", topicA, 1, -1); found {
 		t.Fatal("share state back after the group was deleted")
 	}
 }
@@ -223,9 +219,7 @@ func TestShareStateDurable(t *testing.T) {
 // cannot store an acknowledgement after its successor loaded the state,
 // which the successor's first write would overwrite. A write in flight
 // during the new leader's read is answered FENCED_LEADER_EPOCH once
-// durable; after a coordinator failover (the epochs are in memory) the
-// new leader's raised state epoch still fences the old leader; operators
-// (-1) are never fenced.
+// durable; operators (-1) are never fenced by the leader epoch.
 func TestShareStateLeaderFencing(t *testing.T) {
 	cfg := cgTestConfig()
 	log := newMemLog()
@@ -237,20 +231,20 @@ func TestShareStateLeaderFencing(t *testing.T) {
 	if code := write(c, 1, 17, 1, 10); code != 0 {
 		t.Fatalf("write by leader epoch 17: %d", code)
 	}
-	got, found, code := c.ReadShareState("sg", topicA, 1, 18)
+	got, found, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, 18)
 	if code != 0 || !found || got.StartOffset != 10 {
 		t.Fatalf("read by the new leader: %+v %v %d", got, found, code)
 	}
 	if code := write(c, 1, 17, 1, 60); code != kerr.FencedLeaderEpoch.Code {
 		t.Fatalf("write by the deposed leader after the new one read: %d, want FENCED_LEADER_EPOCH", code)
 	}
-	if _, _, code := c.ReadShareState("sg", topicA, 1, 17); code != kerr.FencedLeaderEpoch.Code {
+	if _, _, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, 17); code != kerr.FencedLeaderEpoch.Code {
 		t.Fatalf("read by the deposed leader: %d, want FENCED_LEADER_EPOCH", code)
 	}
 	if code := write(c, 1, 18, 2, 10); code != 0 {
 		t.Fatalf("first write by the new leader: %d", code)
 	}
-	if got, _, code := c.ReadShareState("sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
+	if got, _, code := c.ReadShareState(ctxT(t), "sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
 		t.Fatalf("operator's read: %+v %d", got, code)
 	}
 	// Another partition has its own fence.
@@ -258,7 +252,10 @@ func TestShareStateLeaderFencing(t *testing.T) {
 		t.Fatalf("write to partition 2 at leader epoch 3: %d", code)
 	}
 
-	// A deposed leader's write in flight while the new leader reads.
+	// A deposed leader's write in flight while the new leader reads: the
+	// read stores its epoch without waiting for the write (its own append
+	// reaches the log while the write's is held), and the write is then
+	// answered FENCED_LEADER_EPOCH.
 	if code := write(c, 3, 5, 1, 10); code != 0 {
 		t.Fatalf("write to partition 3: %d", code)
 	}
@@ -266,17 +263,27 @@ func TestShareStateLeaderFencing(t *testing.T) {
 	log.mu.Lock()
 	log.appendGate, log.appendHeld = gate, held
 	log.mu.Unlock()
+	waitHeld := func(what string) {
+		t.Helper()
+		select {
+		case <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never reached the log", what)
+		}
+	}
 	inFlight := make(chan int16, 1)
 	go func() { inFlight <- write(c, 3, 5, 1, 20) }()
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write never reached the log")
+	waitHeld("the deposed leader's write")
+	type readResult struct {
+		st   ShareState
+		code int16
 	}
-	got, _, code = c.ReadShareState("sg", topicA, 3, 6)
-	if code != 0 || got.StartOffset != 10 {
-		t.Fatalf("new leader's read during the old leader's write: %+v %d", got, code)
-	}
+	read := make(chan readResult, 1)
+	go func() {
+		st, _, code := c.ReadShareState(ctxT(t), "sg", topicA, 3, 6)
+		read <- readResult{st, code}
+	}()
+	waitHeld("the new leader's read (it waited for the write in flight)")
 	log.mu.Lock()
 	log.appendGate, log.appendHeld = nil, nil
 	log.mu.Unlock()
@@ -289,18 +296,86 @@ func TestShareStateLeaderFencing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the write in flight never returned")
 	}
+	select {
+	case r := <-read:
+		if r.code != 0 || (r.st.StartOffset != 10 && r.st.StartOffset != 20) {
+			t.Fatalf("new leader's read during the old leader's write: %+v %d", r.st, r.code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new leader's read never returned")
+	}
 	if code := write(c, 3, 6, 2, 10); code != 0 {
 		t.Fatalf("first write by partition 3's new leader: %d", code)
 	}
 
-	// A new coordinator: the deposed leader's state epoch (1) is older
-	// than the one its successor stored (2).
+	// A new coordinator: the deposed leader is older than the stored
+	// leader epoch (18), and its state epoch (1) older than the one its
+	// successor stored (2); an operator's write (-1) meets the latter.
 	c.Close()
 	c2 := startCoordinator(t, cfg, log)
-	if code := write(c2, 1, 17, 1, 70); code != kerr.FencedStateEpoch.Code {
-		t.Fatalf("deposed leader's write after a coordinator failover: %d, want FENCED_STATE_EPOCH", code)
+	if code := write(c2, 1, 17, 1, 70); code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("deposed leader's write after a coordinator failover: %d, want FENCED_LEADER_EPOCH", code)
 	}
-	if got, _, code := c2.ReadShareState("sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
+	if code := write(c2, 1, -1, 1, 70); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("write with a stale state epoch after a coordinator failover: %d, want FENCED_STATE_EPOCH", code)
+	}
+	if got, _, code := c2.ReadShareState(ctxT(t), "sg", topicA, 1, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
 		t.Fatalf("state after the failover: %+v %d", got, code)
+	}
+}
+
+// TestShareStateLeaderFenceSurvivesFailover: a new partition leader read
+// the state, and the coordinator failed over before that leader's first
+// write. The state epoch cannot fence the deposed leader yet (its write
+// carries the stored one), so the new coordinator must know the newest
+// leader epoch from the log, as Kafka's share coordinator stores it; it
+// must survive a snapshot too, and go with the group.
+func TestShareStateLeaderFenceSurvivesFailover(t *testing.T) {
+	cfg := cgTestConfig()
+	log := newMemLog()
+	c := startCoordinator(t, cfg, log)
+	write := func(c *Coordinator, leaderEpoch, stateEpoch int32, start int64) int16 {
+		t.Helper()
+		return c.WriteShareState(ctxT(t), "sg", topicA, 4, ShareState{StateEpoch: stateEpoch, StartOffset: start}, leaderEpoch)
+	}
+	if code := write(c, 7, 1, 10); code != 0 {
+		t.Fatalf("write by leader epoch 7: %d", code)
+	}
+	if _, _, code := c.ReadShareState(ctxT(t), "sg", topicA, 4, 8); code != 0 {
+		t.Fatalf("read by the new leader (epoch 8): %d", code)
+	}
+	c.Close()
+	c2 := startCoordinator(t, cfg, log)
+	if code := write(c2, 7, 1, 30); code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("deposed leader's write after the failover: %d, want FENCED_LEADER_EPOCH", code)
+	}
+	if _, _, code := c2.ReadShareState(ctxT(t), "sg", topicA, 4, 7); code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("deposed leader's read after the failover: %d, want FENCED_LEADER_EPOCH", code)
+	}
+	if err := c2.snapshot(ctxT(t), c2.PartitionFor("sg")); err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	c3 := startCoordinator(t, cfg, log)
+	if code := write(c3, 7, 1, 40); code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("deposed leader's write after a snapshot and another failover: %d, want FENCED_LEADER_EPOCH", code)
+	}
+	if code := write(c3, 8, 2, 10); code != 0 {
+		t.Fatalf("first write by the new leader: %d", code)
+	}
+	if got, _, code := c3.ReadShareState(ctxT(t), "sg", topicA, 4, -1); code != 0 || got.StartOffset != 10 || got.StateEpoch != 2 {
+		t.Fatalf("state: %+v %d", got, code)
+	}
+	// Group deletion takes the leader epochs with it.
+	deleteGroup(t, c3, "sg")
+	c3.Close()
+	c4 := startCoordinator(t, cfg, log)
+	if code := write(c4, 1, 0, 0); code != 0 {
+		t.Fatalf("write by leader epoch 1 after the group's deletion: %d", code)
+	}
+	c4.Close()
+	c5 := startCoordinator(t, cfg, log)
+	if code := write(c5, 1, 0, 5); code != 0 {
+		t.Fatalf("write by leader epoch 1 to the group made again, after a failover: %d (the deleted group's leader epoch came back)", code)
 	}
 }

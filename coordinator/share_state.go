@@ -10,15 +10,15 @@ package coordinator
 // Kafka's ReadShareGroupState / WriteShareGroupState requests).
 //
 // Both requests carry the partition leader's epoch, and as in Kafka's
-// share coordinator a leader older than the newest one seen is refused
-// (FENCED_LEADER_EPOCH): once a new leader has read the state, a deposed
-// leader (paused past its ZooKeeper session) can no longer store an
-// acknowledgement that the new leader's first write would then overwrite.
-// The newest epochs are kept in memory only: each leader's first write
-// right after its read raises the stored state epoch, and from then on
-// the older leaders' state epoch fences them (FENCED_STATE_EPOCH), also
-// after a coordinator failover. (Kafka stores the leader epoch; kbroker's
-// record keeps the layout older kbroker releases read.)
+// share coordinator (readStateAndMaybeUpdateLeaderEpoch) a leader older
+// than the newest one seen is refused (FENCED_LEADER_EPOCH): once a new
+// leader has read the state, a deposed leader (paused past its ZooKeeper
+// session) can no longer store an acknowledgement that the new leader's
+// first write would then overwrite. A read that raises the newest epoch
+// stores it (a leader epoch record) before it answers, so the fence holds
+// across a coordinator failover too; only reads raise it, as in Kafka.
+// The leader's first write right after its read also raises the stored
+// state epoch, which fences older leaders' writes (FENCED_STATE_EPOCH).
 //
 // Record (kbroker's own key version, which Kafka's readers skip as an
 // unknown version; no Kafka record has it):
@@ -27,7 +27,12 @@ package coordinator
 //	value: int16 version 0, int32 state epoch, int64 start offset,
 //	       int32 n, n x (int64 first, int64 last, int8 delivery state, int16 delivery count)
 //
-// A nil value is the tombstone.
+// A nil value is the tombstone. The newest leader epoch of a share
+// partition is a record of its own, which older kbroker releases skip as
+// an unknown key version (the state record's layout is unchanged):
+//
+//	key:   int16 version 0x4b4c ("KL"), then as the state record's key
+//	value: int16 version 0, int32 leader epoch
 
 import (
 	"context"
@@ -38,7 +43,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-const shareStateKeyVersion int16 = 0x4b53
+const (
+	shareStateKeyVersion       int16 = 0x4b53
+	shareLeaderEpochKeyVersion int16 = 0x4b4c
+)
 
 // ShareStateBatch is a run of in-flight records with one delivery state
 // (Kafka's PersisterStateBatch: 0 available, 2 acknowledged, 4 archived).
@@ -61,8 +69,16 @@ type shareStateKey struct {
 }
 
 func shareStateRecordKey(group string, k shareStateKey) []byte {
+	return shareRecordKey(shareStateKeyVersion, group, k)
+}
+
+func shareLeaderEpochRecordKey(group string, k shareStateKey) []byte {
+	return shareRecordKey(shareLeaderEpochKeyVersion, group, k)
+}
+
+func shareRecordKey(version int16, group string, k shareStateKey) []byte {
 	b := make([]byte, 0, 2+2+len(group)+16+4)
-	b = binary.BigEndian.AppendUint16(b, uint16(shareStateKeyVersion))
+	b = binary.BigEndian.AppendUint16(b, uint16(version))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(group)))
 	b = append(b, group...)
 	b = append(b, k.topicID[:]...)
@@ -82,6 +98,12 @@ func shareStateRecordValue(st ShareState) []byte {
 		b = binary.BigEndian.AppendUint16(b, uint16(sb.DeliveryCount))
 	}
 	return b
+}
+
+func shareLeaderEpochRecordValue(leaderEpoch int32) []byte {
+	b := make([]byte, 0, 6)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	return binary.BigEndian.AppendUint32(b, uint32(leaderEpoch))
 }
 
 var errShortShareState = errors.New("short share state record")
@@ -146,12 +168,40 @@ func applyShareStateRecord(states map[string]map[shareStateKey]ShareState, key, 
 	return nil
 }
 
+// applyShareLeaderEpochRecord replays one leader epoch record into epochs.
+func applyShareLeaderEpochRecord(epochs map[shareStateKey]int32, key, value []byte) (map[shareStateKey]int32, error) {
+	_, k, err := decodeShareStateKey(key)
+	if err != nil {
+		return epochs, err
+	}
+	if value == nil {
+		delete(epochs, k)
+		return epochs, nil
+	}
+	if len(value) != 6 {
+		return epochs, fmt.Errorf("%w: leader epoch value of %d bytes", errShortShareState, len(value))
+	}
+	if epochs == nil {
+		epochs = map[shareStateKey]int32{}
+	}
+	// The highest wins: reads append these without the group's write
+	// token, so two raises may reach the log out of order.
+	epoch := int32(binary.BigEndian.Uint32(value[2:]))
+	if cur, ok := epochs[k]; !ok || epoch > cur {
+		epochs[k] = epoch
+	}
+	return epochs, nil
+}
+
 // shareStateRecordsLocked are the records that restore g's share states
 // (snapshots).
 func (g *group) shareStateRecordsLocked() []record {
 	var out []record
 	for k, st := range g.shareStates {
 		out = append(out, record{key: shareStateRecordKey(g.id, k), value: shareStateRecordValue(st)})
+	}
+	for k, epoch := range g.shareLeaderEpochs {
+		out = append(out, record{key: shareLeaderEpochRecordKey(g.id, k), value: shareLeaderEpochRecordValue(epoch)})
 	}
 	return out
 }
@@ -161,6 +211,9 @@ func (g *group) shareStateTombstonesLocked() []record {
 	var out []record
 	for k := range g.shareStates {
 		out = append(out, record{key: shareStateRecordKey(g.id, k)})
+	}
+	for k := range g.shareLeaderEpochs {
+		out = append(out, record{key: shareLeaderEpochRecordKey(g.id, k)})
 	}
 	return out
 }
@@ -172,10 +225,48 @@ func (g *group) shareStateTombstonesLocked() []record {
 // leaderEpoch is the reading partition leader's epoch (-1: an operator's
 // read, which fences nothing). As Kafka's ReadShareGroupState, a read by
 // a leader older than the newest seen is FENCED_LEADER_EPOCH, and a newer
-// one becomes the fence: older leaders' writes are refused from then on.
-func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition int32, leaderEpoch int32) (st ShareState, found bool, code int16) {
+// one becomes the fence at once (older leaders' writes are refused from
+// then on, one still in flight once it is durable) and is stored before
+// the state is returned, so a coordinator that takes the group over keeps
+// the fence. The read does not wait for the group's other writes (a share
+// fetch holds its partition's lock while it loads): records of one share
+// partition's leader epoch only rise, so replay keeps the highest.
+func (c *Coordinator) ReadShareState(ctx context.Context, group string, topicID [16]byte, partition int32, leaderEpoch int32) (st ShareState, found bool, code int16) {
 	g, code := c.lookup(group, false)
 	if code != 0 || g == nil {
+		return st, false, code
+	}
+	k := shareStateKey{topicID, partition}
+	g.mu.Lock()
+	if code := g.statusLocked(); code != 0 {
+		g.mu.Unlock()
+		return st, false, code
+	}
+	code, newer := g.checkShareLeaderLocked(k, leaderEpoch)
+	if code != 0 {
+		g.mu.Unlock()
+		return st, false, code
+	}
+	if !newer {
+		st, found = g.shareStates[k]
+		g.mu.Unlock()
+		return st, found, 0
+	}
+	if g.shareLeaderEpochs == nil {
+		g.shareLeaderEpochs = map[shareStateKey]int32{}
+	}
+	g.shareLeaderEpochs[k] = leaderEpoch
+	g.mu.Unlock()
+
+	c.writeGroup(ctx, g, c.now(), []record{{key: shareLeaderEpochRecordKey(group, k), value: shareLeaderEpochRecordValue(leaderEpoch)}}, func(err error) {
+		if err != nil {
+			code = appendErrorCode(err, false)
+			c.logger.Warn("failed to store share partition leader epoch", "group", group, "partition", partition, "leader_epoch", leaderEpoch, "err", err, "code", code)
+		}
+	})
+	if code != 0 {
+		// The fence stays raised in memory: the epoch is real, and a
+		// stricter fence only refuses leaders that are already deposed.
 		return st, false, code
 	}
 	g.mu.Lock()
@@ -183,36 +274,30 @@ func (c *Coordinator) ReadShareState(group string, topicID [16]byte, partition i
 	if code := g.statusLocked(); code != 0 {
 		return st, false, code
 	}
-	k := shareStateKey{topicID, partition}
-	if code := g.fenceShareLeaderLocked(k, leaderEpoch); code != 0 {
-		return st, false, code
-	}
 	st, found = g.shareStates[k]
 	return st, found, 0
 }
 
-// fenceShareLeaderLocked refuses a share partition leader older than the
-// newest one seen (FENCED_LEADER_EPOCH) and makes leaderEpoch the newest;
-// -1 (not a leader: an operator) passes and changes nothing.
-func (g *group) fenceShareLeaderLocked(k shareStateKey, leaderEpoch int32) int16 {
+// checkShareLeaderLocked refuses a share partition leader older than the
+// newest one seen (FENCED_LEADER_EPOCH) and reports whether leaderEpoch is
+// newer than it (a read then stores it); -1 (not a leader: an operator)
+// passes and is never newer. Only reads raise the fence, as in Kafka.
+func (g *group) checkShareLeaderLocked(k shareStateKey, leaderEpoch int32) (code int16, newer bool) {
 	if leaderEpoch < 0 {
-		return 0
+		return 0, false
 	}
-	if newest, ok := g.shareLeaderEpochs[k]; ok && leaderEpoch < newest {
-		return kerr.FencedLeaderEpoch.Code
+	newest, ok := g.shareLeaderEpochs[k]
+	if ok && leaderEpoch < newest {
+		return kerr.FencedLeaderEpoch.Code, false
 	}
-	if g.shareLeaderEpochs == nil {
-		g.shareLeaderEpochs = map[shareStateKey]int32{}
-	}
-	g.shareLeaderEpochs[k] = leaderEpoch
-	return 0
+	return 0, !ok || leaderEpoch > newest
 }
 
 // WriteShareState stores the state of group's share partition and returns
 // once it is durable in __consumer_offsets (0) or Kafka's error code.
 // leaderEpoch is the writing partition leader's epoch (-1: not a leader,
-// never fenced). A leader older than the newest that read or wrote the
-// partition is refused (FENCED_LEADER_EPOCH), and so is a state epoch
+// never fenced). A leader older than the newest that read the partition's
+// state is refused (FENCED_LEADER_EPOCH), and so is a state epoch
 // older than the stored one (FENCED_STATE_EPOCH): a deposed partition
 // leader cannot overwrite its successor's state.
 //
@@ -220,8 +305,8 @@ func (g *group) fenceShareLeaderLocked(k shareStateKey, leaderEpoch int32) int16
 // leader that read the state while this write was in flight did not see
 // it, and its first write replaces it, so the writer is answered
 // FENCED_LEADER_EPOCH rather than told its acknowledgements are stored,
-// and the read waits for nothing (a share fetch holds its partition's
-// lock while it loads).
+// and the read does not wait for this write (a share fetch holds its
+// partition's lock while it loads).
 func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID [16]byte, partition int32, st ShareState, leaderEpoch int32) int16 {
 	g, code := c.lookup(group, true)
 	if code != 0 {
@@ -237,7 +322,7 @@ func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID
 		g.mu.Unlock()
 		return code
 	}
-	if code := g.fenceShareLeaderLocked(k, leaderEpoch); code != 0 {
+	if code, _ := g.checkShareLeaderLocked(k, leaderEpoch); code != 0 {
 		g.mu.Unlock()
 		return code
 	}
@@ -255,8 +340,8 @@ func (c *Coordinator) WriteShareState(ctx context.Context, group string, topicID
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if newest, ok := g.shareLeaderEpochs[k]; ok && leaderEpoch >= 0 && leaderEpoch < newest {
-			code = kerr.FencedLeaderEpoch.Code
+		if code2, _ := g.checkShareLeaderLocked(k, leaderEpoch); code2 != 0 {
+			code = code2
 		}
 		// Published even when fenced: it is in the log, and memory
 		// follows the log (the new leader's first write replaces it).

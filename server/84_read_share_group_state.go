@@ -23,7 +23,7 @@ func init() {
 	registerAPI(kmsg.ReadShareGroupState.Int16(), 0, 0, handleReadShareGroupState)
 }
 
-func handleReadShareGroupState(_ context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
+func handleReadShareGroupState(ctx context.Context, b *Broker, rc *requestContext, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ReadShareGroupStateRequest)
 	resp := req.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
 	allowed := b.authorizeCluster(rc, acl.OpClusterAction)
@@ -38,7 +38,7 @@ func handleReadShareGroupState(_ context.Context, b *Broker, rc *requestContext,
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
-			st, found, code := b.groups.ReadShareState(req.GroupID, rt.TopicID, rp.Partition, rp.LeaderEpoch)
+			st, found, code := b.groups.ReadShareState(ctx, req.GroupID, rt.TopicID, rp.Partition, rp.LeaderEpoch)
 			op.ErrorCode = code
 			if code == 0 && found {
 				op.StateEpoch, op.StartOffset = st.StateEpoch, st.StartOffset

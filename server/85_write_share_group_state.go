@@ -146,7 +146,7 @@ func (s *coordinatorShareStore) Load(ctx context.Context, k share.Key, leaderEpo
 		}
 		if coord == s.b.self.ID {
 			var code int16
-			st, found, code = s.b.groups.ReadShareState(k.Group, k.TopicID, k.Partition, leaderEpoch)
+			st, found, code = s.b.groups.ReadShareState(ctx, k.Group, k.TopicID, k.Partition, leaderEpoch)
 			return code, nil
 		}
 		req := kmsg.NewPtrReadShareGroupStateRequest()

@@ -69,7 +69,7 @@ step() {
 		failed=$((failed + 1))
 		# Printed again just before the summary, where a CI log's tail
 		# shows it.
-		failure_tails+=("=== the end of \"${name}\":"$'\n'"$(tail -n 40 "$log")")
+		failure_tails+=("=== the end of \"${name}\":"$'\n'"$(tail -n 60 "$log")")
 	fi
 	rm -f "$log"
 }

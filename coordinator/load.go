@@ -133,12 +133,12 @@ func (r *replay) apply(batch []byte) error {
 				}
 				lg.shareStates = states[group]
 			} else if v == shareLeaderEpochKeyVersion {
-				group, _, err := decodeShareStateKey(rec.key)
+				group, k, err := decodeShareStateKey(rec.key)
 				if err != nil {
 					return err
 				}
 				lg := r.group(group)
-				if lg.shareLeaderEpochs, err = applyShareLeaderEpochRecord(lg.shareLeaderEpochs, rec.key, rec.value); err != nil {
+				if lg.shareLeaderEpochs, err = applyShareLeaderEpochRecord(lg.shareLeaderEpochs, k, rec.value); err != nil {
 					return err
 				}
 			} else if isConsumerGroupKeyVersion(v) {

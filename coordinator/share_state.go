@@ -168,12 +168,9 @@ func applyShareStateRecord(states map[string]map[shareStateKey]ShareState, key, 
 	return nil
 }
 
-// applyShareLeaderEpochRecord replays one leader epoch record into epochs.
-func applyShareLeaderEpochRecord(epochs map[shareStateKey]int32, key, value []byte) (map[shareStateKey]int32, error) {
-	_, k, err := decodeShareStateKey(key)
-	if err != nil {
-		return epochs, err
-	}
+// applyShareLeaderEpochRecord replays the leader epoch record of share
+// partition k (value nil: its tombstone) into epochs.
+func applyShareLeaderEpochRecord(epochs map[shareStateKey]int32, k shareStateKey, value []byte) (map[shareStateKey]int32, error) {
 	if value == nil {
 		delete(epochs, k)
 		return epochs, nil
@@ -194,7 +191,7 @@ func applyShareLeaderEpochRecord(epochs map[shareStateKey]int32, key, value []by
 }
 
 // shareStateRecordsLocked are the records that restore g's share states
-// (snapshots).
+// and share leader epochs (snapshots).
 func (g *group) shareStateRecordsLocked() []record {
 	var out []record
 	for k, st := range g.shareStates {
@@ -206,7 +203,8 @@ func (g *group) shareStateRecordsLocked() []record {
 	return out
 }
 
-// shareStateTombstonesLocked delete g's share states (group deletion).
+// shareStateTombstonesLocked delete g's share states and share leader
+// epochs (group deletion).
 func (g *group) shareStateTombstonesLocked() []record {
 	var out []record
 	for k := range g.shareStates {

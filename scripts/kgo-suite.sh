@@ -42,7 +42,7 @@ timeout_report() {
 failure_report() {
 	grep -qE '^ *--- FAIL|^panic' "$1" || return 0
 	local failed
-	failed=$(grep -oE '^ *--- FAIL: [^ ]+' "$1" | awk '{print $3}' | awk '!seen[$0]++' | tr '\n' ' ')
+	failed=$(grep -oE '^ *--- FAIL: [^ ]+' "$1" | awk '!seen[$3]++ {print $3}' | tr '\n' ' ')
 	echo "messages of the failed tests in $1 (the last 30 of each):"
 	awk -v failed="$failed" '
 		function parent(t,   j) { for (j = 1; j <= n; j++) if (index(f[j], t "/") == 1) return 1; return 0 }

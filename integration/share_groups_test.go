@@ -414,6 +414,24 @@ func TestShareGroupBadInput(t *testing.T) {
 	}
 }
 
+// alterGroupConfig sets one config of group (IncrementalAlterConfigs on
+// the GROUP resource) and returns the resource's error code.
+func alterGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(testContext(t, 10*time.Second), cl)
+	if err != nil {
+		t.Fatalf("IncrementalAlterConfigs: %v", err)
+	}
+	return resp.Resources[0].ErrorCode
+}
+
 // TestShareGroupConfigs: the GROUP config resource. share.auto.offset.reset
 // set to earliest before any member fetches makes a franz-go share
 // consumer read the records produced before it joined; the value is
@@ -426,20 +444,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	createTopic(t, b.Admin(t), topic, 1, nil)
 	produceShare(t, admin, topic, 0, 50)
 
-	alter := func(name, value string) int16 {
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		res := kmsg.NewIncrementalAlterConfigsRequestResource()
-		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = name, kmsg.StringPtr(value)
-		res.Configs = append(res.Configs, c)
-		req.Resources = append(req.Resources, res)
-		resp, err := req.RequestWith(testContext(t, 10*time.Second), admin)
-		if err != nil {
-			t.Fatalf("IncrementalAlterConfigs: %v", err)
-		}
-		return resp.Resources[0].ErrorCode
-	}
+	alter := func(name, value string) int16 { return alterGroupConfig(t, admin, group, name, value) }
 	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		res := kmsg.NewDescribeConfigsRequestResource()

@@ -171,7 +171,7 @@ func (l *Log) Clean(opts CleanOptions) (CleanResult, error) {
 		l.throttle(opts, s.size/16) // headers only; a rough share of the bytes
 	}
 
-	aborts := newAbortedRanges(all)
+	aborts := NewAbortedRanges(all)
 	m, err := l.buildOffsetMap(opts, srcs, start, uncleanable, aborts, gen, &res)
 	if err != nil {
 		return res, err
@@ -256,7 +256,7 @@ func (l *Log) throttle(opts CleanOptions, n int64) {
 
 // buildOffsetMap is Kafka's buildOffsetMap over the dirty segments: batches
 // from start up to the first uncleanable offset, until the map is full.
-func (l *Log) buildOffsetMap(opts CleanOptions, srcs []*cleanSource, start, uncleanable int64, aborts abortedRanges, gen uint64, res *CleanResult) (*offsetMap, error) {
+func (l *Log) buildOffsetMap(opts CleanOptions, srcs []*cleanSource, start, uncleanable int64, aborts AbortedRanges, gen uint64, res *CleanResult) (*offsetMap, error) {
 	m := newOffsetMap(opts.DedupeBufferBytes)
 	for i, s := range srcs {
 		if s.seg.base >= uncleanable {

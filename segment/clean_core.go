@@ -123,14 +123,18 @@ func (m *offsetMap) get(key []byte) int64 {
 	return int64(binary.BigEndian.Uint64(m.table[slot*offsetMapEntryBytes+offsetMapHashSize:])) - 1
 }
 
-// abortedRanges answers whether a data batch belongs to an aborted
+// AbortedRanges answers whether a data batch belongs to an aborted
 // transaction: per producer, the [first offset, marker offset) ranges of
 // its aborted transactions, from the .txnindex entries (Kafka's
 // CleanedTransactionMetadata does the same from collectAbortedTransactions).
-type abortedRanges map[int64][]AbortedTxn
+// The cleaner uses it, and so does a read_committed share fetch, which
+// archives aborted records rather than deliver them.
+type AbortedRanges map[int64][]AbortedTxn
 
-func newAbortedRanges(txns []AbortedTxn) abortedRanges {
-	r := abortedRanges{}
+// NewAbortedRanges indexes txns (a read's or the cleaned range's aborted
+// transactions) by producer.
+func NewAbortedRanges(txns []AbortedTxn) AbortedRanges {
+	r := AbortedRanges{}
 	for _, t := range txns {
 		r[t.ProducerID] = append(r[t.ProducerID], t)
 	}
@@ -139,7 +143,7 @@ func newAbortedRanges(txns []AbortedTxn) abortedRanges {
 
 // endsAbort reports whether the control batch h is the marker of an
 // aborted transaction the index lists.
-func (r abortedRanges) endsAbort(h recordbatch.Header) bool {
+func (r AbortedRanges) endsAbort(h recordbatch.Header) bool {
 	for _, t := range r[h.ProducerID] {
 		if t.LastOffset == h.BaseOffset {
 			return true
@@ -148,7 +152,9 @@ func (r abortedRanges) endsAbort(h recordbatch.Header) bool {
 	return false
 }
 
-func (r abortedRanges) aborted(h recordbatch.Header) bool {
+// Aborted reports whether the data batch h belongs to one of the aborted
+// transactions (a control batch never does).
+func (r AbortedRanges) Aborted(h recordbatch.Header) bool {
 	if !h.IsTransactional() || h.IsControl() {
 		return false
 	}
@@ -167,8 +173,8 @@ func (r abortedRanges) aborted(h recordbatch.Header) bool {
 // are not mapped. It returns false when the map filled before the batch
 // ended; then latest stays at the previous batch's last offset and the
 // cleaning ends there.
-func mapBatch(m *offsetMap, batch []byte, h recordbatch.Header, start int64, aborts abortedRanges) (bool, error) {
-	if !h.IsControl() && !aborts.aborted(h) {
+func mapBatch(m *offsetMap, batch []byte, h recordbatch.Header, start int64, aborts AbortedRanges) (bool, error) {
+	if !h.IsControl() && !aborts.Aborted(h) {
 		full := false
 		err := recordbatch.ForEachRecord(batch, func(r kmsg.Record) error {
 			off := h.BaseOffset + int64(r.OffsetDelta)
@@ -305,7 +311,7 @@ func (t *txnMarkers) onControl(batch []byte, h recordbatch.Header) (removable bo
 // first segment.
 type cleanFilter struct {
 	offsets *offsetMap
-	aborts  abortedRanges
+	aborts  AbortedRanges
 	// nowMs and deleteRetentionMs decide tombstones and removable
 	// transaction markers as Kafka 3.x does for v2 batches (KIP-534): a
 	// batch whose tombstones (or whose removable marker) a cleaning keeps
@@ -369,7 +375,7 @@ func filterBatch(batch []byte, h recordbatch.Header, f *cleanFilter) ([]byte, ba
 	if f.txns != nil {
 		f.txns.onData(h)
 	}
-	discard := f.aborts.aborted(h)
+	discard := f.aborts.Aborted(h)
 	var kept []kmsg.Record
 	total, tombstones := 0, false
 	horizon := h.DeleteHorizon()

@@ -157,7 +157,7 @@ func TestFilterBatch(t *testing.T) {
 			for id, off := range tc.lastData {
 				tails[id] = producerTail{lastData: off, dataEpoch: tc.spec.ProducerEpoch, epoch: tc.spec.ProducerEpoch}
 			}
-			f := &cleanFilter{offsets: &mm, nowMs: tc.now, deleteRetentionMs: 500, producers: tails, aborts: newAbortedRanges(tc.aborted)}
+			f := &cleanFilter{offsets: &mm, nowMs: tc.now, deleteRetentionMs: 500, producers: tails, aborts: NewAbortedRanges(tc.aborted)}
 			out, outcome, err := filterBatch(b, h, f)
 			if err != nil {
 				t.Fatal(err)
@@ -203,7 +203,7 @@ func TestFilterBatch(t *testing.T) {
 	}
 
 	t.Run("control batch kept", func(t *testing.T) {
-		f := &cleanFilter{offsets: m, aborts: newAbortedRanges([]AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 10}})}
+		f := &cleanFilter{offsets: m, aborts: NewAbortedRanges([]AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 10}})}
 		out, outcome, err := filterBatch(marker, markerH, f)
 		if err != nil || outcome != batchKept || !bytes.Equal(out, marker) {
 			t.Fatalf("outcome %d err %v", outcome, err)
@@ -268,7 +268,7 @@ func TestMapBatch(t *testing.T) {
 	txn.ProducerID, txn.Attributes = 5, recordbatch.TransactionalBit
 	tb, th := keyedBatch(txn, kv{key: "z", value: "0"})
 	m2 := newOffsetMap(1 << 20)
-	if ok, _ := mapBatch(m2, tb, th, 0, newAbortedRanges([]AbortedTxn{{ProducerID: 5, FirstOffset: 100, LastOffset: 101}})); !ok {
+	if ok, _ := mapBatch(m2, tb, th, 0, NewAbortedRanges([]AbortedTxn{{ProducerID: 5, FirstOffset: 100, LastOffset: 101}})); !ok {
 		t.Fatal("refused")
 	}
 	if m2.get([]byte("z")) != -1 || m2.latest != 100 {

@@ -77,7 +77,7 @@ func cleanRound(t *testing.T, l *txnLog, nowMs int64) (*txnLog, *cleanFilter) {
 	for _, b := range l.batches {
 		tails.observe(header(t, b))
 	}
-	aborts := newAbortedRanges(l.index)
+	aborts := NewAbortedRanges(l.index)
 	m := newOffsetMap(1 << 20)
 	for _, b := range l.batches {
 		if ok, err := mapBatch(m, b, header(t, b), 0, aborts); err != nil || !ok {
@@ -264,7 +264,7 @@ func TestCleanTxnMarkersTranscript(t *testing.T) {
 func TestFilterControl(t *testing.T) {
 	m := newOffsetMap(1 << 10)
 	newFilter := func() *cleanFilter {
-		return &cleanFilter{offsets: m, aborts: abortedRanges{}, producers: producerTails{}, txns: newTxnMarkers(),
+		return &cleanFilter{offsets: m, aborts: AbortedRanges{}, producers: producerTails{}, txns: newTxnMarkers(),
 			keptAborts: map[int64]bool{}, uncleanable: math.MaxInt64, nowMs: 1000, deleteRetentionMs: 500}
 	}
 	otherType := func(typ int16) []byte {

@@ -36,6 +36,7 @@ import (
 	"github.com/kbroker/kbroker/protocol"
 	"github.com/kbroker/kbroker/recordbatch"
 	"github.com/kbroker/kbroker/replica"
+	"github.com/kbroker/kbroker/segment"
 )
 
 func init() {
@@ -75,6 +76,15 @@ func (b *Broker) shareConfig() share.Config {
 	}
 }
 
+// shareConfigOf is the share partitions' settings of a group: the broker
+// config's, with the group's overrides.
+func (b *Broker) shareConfigOf(settings shareGroupSettings) share.Config {
+	cfg := b.shareConfig()
+	cfg.LockDuration = settings.lockDuration
+	cfg.ReadCommitted = settings.readCommitted
+	return cfg
+}
+
 // shareTarget is one session partition of a fetch.
 type shareTarget struct {
 	tp    share.TP
@@ -110,19 +120,26 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 			return nil, fmt.Errorf("load share state of %s %x-%d: %w", group, tp.TopicID, tp.Partition, deposed(err))
 		}
 		if s.found && s.stateEpoch == ps.StateEpochLocked() {
+			// A session opening picks up the group's config changes
+			// (Kafka reads them with every request; a share fetch
+			// here does not ask the coordinator each time).
+			settings, err := sl.b.shareGroupSettings(ctx, group)
+			if err != nil {
+				return nil, fmt.Errorf("read configs of group %s: %w", group, err)
+			}
+			p.SetConfig(sl.b.shareConfigOf(settings))
 			return ps, nil
 		}
 		stored = &s
 	}
 	// The group's configs as of this load (share.auto.offset.reset,
-	// share.record.lock.duration.ms); a later change applies from the
-	// next load (a leadership change).
+	// share.record.lock.duration.ms, share.isolation.level); a later
+	// change applies from the next share session or load.
 	settings, err := sl.b.shareGroupSettings(ctx, group)
 	if err != nil {
 		return nil, fmt.Errorf("read configs of group %s: %w", group, err)
 	}
-	cfg := sl.b.shareConfig()
-	cfg.LockDuration = settings.lockDuration
+	cfg := sl.b.shareConfigOf(settings)
 	if stored == nil {
 		s, err := sl.store.Load(ctx, ps.Key, st.LeaderEpoch)
 		if err != nil {
@@ -500,14 +517,22 @@ func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, max
 	if st.LogStartOffset > p.StartOffset() {
 		p.MoveStart(st.LogStartOffset)
 	}
+	// read_committed (share.isolation.level) acquires up to the last
+	// stable offset, as Kafka's share fetch reads with its isolation.
+	readCommitted := p.Config().ReadCommitted
+	bound := st.HighWatermark
+	if readCommitted {
+		bound = st.LastStableOffset
+	}
 	from := p.FirstDeliverable()
-	if from >= st.HighWatermark {
+	if from >= bound {
 		return 0, 0, nil
 	}
-	res, err := t.part.Read(from, maxBytes, true, -1, false)
+	res, err := t.part.Read(from, maxBytes, true, -1, readCommitted)
 	if err != nil {
 		return 0, 0, err
 	}
+	aborted := segment.NewAbortedRanges(res.AbortedTxns)
 	raw, err := res.Records.AppendTo(nil)
 	res.Records.Close()
 	if err != nil {
@@ -517,12 +542,13 @@ func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, max
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %s-%d at %d: %v", kerr.CorruptMessage, t.topic, t.tp.Partition, from, err)
 	}
-	var bounds []share.Batch
+	// Control batches have no record to deliver, and an aborted
+	// transaction's records are not delivered under read_committed: both
+	// are archived (Kafka's filterAbortedTransactionalAcquiredRecords).
+	bounds := make([]share.Batch, 0, len(headers))
 	for _, h := range headers {
-		if h.IsControl() {
-			continue // no record to deliver: a hole, archived in flight
-		}
-		bounds = append(bounds, share.Batch{First: h.BaseOffset, Last: h.LastOffset()})
+		skip := h.IsControl() || aborted.Aborted(h)
+		bounds = append(bounds, share.Batch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skip})
 	}
 	ranges := p.Acquire(member, maxRecords, t.strict, bounds, now)
 	if len(ranges) == 0 {
@@ -533,7 +559,7 @@ func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, max
 	n := 0
 	for i, h := range headers {
 		for _, r := range ranges {
-			if !h.IsControl() && h.BaseOffset <= r.Last && h.LastOffset() >= r.First {
+			if !bounds[i].Skip && h.BaseOffset <= r.Last && h.LastOffset() >= r.First {
 				out = append(out, parts[i]...)
 				break
 			}

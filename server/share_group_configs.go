@@ -10,11 +10,11 @@ package server
 // config is a list). Described values are the group's override (source
 // GROUP_CONFIG) else the broker's group.* default (DEFAULT_CONFIG).
 //
-// What kbroker honours: share.auto.offset.reset (latest, earliest) and
-// share.record.lock.duration.ms, read when a leader loads a share
-// partition; share.session.timeout.ms and share.heartbeat.interval.ms by
-// the coordinator. share.isolation.level accepts read_uncommitted only;
-// by_duration resets are refused (INVALID_CONFIG): not built.
+// What kbroker honours: share.auto.offset.reset (latest, earliest),
+// share.record.lock.duration.ms and share.isolation.level, read when a
+// leader loads a share partition and when a share session opens on it;
+// share.session.timeout.ms and share.heartbeat.interval.ms by the
+// coordinator. by_duration resets are refused (INVALID_CONFIG): not built.
 
 import (
 	"context"
@@ -68,7 +68,7 @@ var groupConfigDefs = map[string]groupConfigDef{
 	"share.heartbeat.interval.ms":    {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareHeartbeatInterval) }, intAtLeast(1)},
 	"share.record.lock.duration.ms":  {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareRecordLockDuration) }, intAtLeast(1000)},
 	"share.auto.offset.reset":        {kmsg.ConfigTypeString, func(*Broker) string { return "latest" }, oneOf("latest", "earliest")},
-	"share.isolation.level":          {kmsg.ConfigTypeString, func(*Broker) string { return "read_uncommitted" }, oneOf("read_uncommitted")},
+	"share.isolation.level":          {kmsg.ConfigTypeString, func(*Broker) string { return "read_uncommitted" }, oneOf("read_uncommitted", "read_committed")},
 }
 
 // validateGroupConfigOps turns IncrementalAlterConfigs operations on a
@@ -217,8 +217,9 @@ func (b *Broker) describeGroupConfigs(ctx context.Context, group string, opts de
 // shareGroupSettings are what a leader loading a share partition reads
 // from the group's configs.
 type shareGroupSettings struct {
-	earliest     bool          // share.auto.offset.reset=earliest
-	lockDuration time.Duration // share.record.lock.duration.ms
+	earliest      bool          // share.auto.offset.reset=earliest
+	lockDuration  time.Duration // share.record.lock.duration.ms
+	readCommitted bool          // share.isolation.level=read_committed
 }
 
 func (b *Broker) shareGroupSettings(ctx context.Context, group string) (shareGroupSettings, error) {
@@ -231,6 +232,7 @@ func (b *Broker) shareGroupSettings(ctx context.Context, group string) (shareGro
 		return st, err
 	}
 	st.earliest = overrides["share.auto.offset.reset"] == "earliest"
+	st.readCommitted = overrides["share.isolation.level"] == "read_committed"
 	if v, ok := overrides["share.record.lock.duration.ms"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
 			st.lockDuration = time.Duration(n) * time.Millisecond

@@ -74,6 +74,10 @@ type Config struct {
 	LockDuration  time.Duration // group.share.record.lock.duration.ms (default 30 s)
 	DeliveryLimit int16         // group.share.delivery.count.limit (default 5)
 	MaxInFlight   int64         // group.share.partition.max.record.locks (default 2000)
+	// ReadCommitted: the group's share.isolation.level is
+	// read_committed, so the leader acquires records up to the last
+	// stable offset only and archives aborted transactions' records.
+	ReadCommitted bool
 }
 
 // record is one in-flight record's state.
@@ -104,7 +108,8 @@ func (p *Partition) StartOffset() int64 { return p.start }
 // EndOffset is the SPEO: the first offset never acquired.
 func (p *Partition) EndOffset() int64 { return p.start + int64(len(p.recs)) }
 
-// SetConfig changes the settings for later decisions.
+// SetConfig changes the settings for later decisions (locks already
+// taken keep their expiry).
 func (p *Partition) SetConfig(cfg Config) { p.cfg = cfg }
 
 // State returns offset's state and delivery count; offsets below the SPSO
@@ -129,8 +134,14 @@ func (p *Partition) Owner(offset int64) string {
 	return p.recs[offset-p.start].owner
 }
 
-// Batch is one record batch's offsets in the log, [First, Last].
-type Batch struct{ First, Last int64 }
+// Batch is one record batch's offsets in the log, [First, Last]. Skip
+// marks a batch with nothing to deliver: a control batch, or one of an
+// aborted transaction read under share.isolation.level=read_committed
+// (Kafka archives those records as its acquire finds them).
+type Batch struct {
+	First, Last int64
+	Skip        bool
+}
 
 // Range is a run of acquired offsets with one delivery count (Kafka's
 // AcquiredRecords entry).
@@ -228,8 +239,10 @@ func (p *Partition) FirstDeliverable() int64 {
 // Kafka returns whole batches) while fewer than MaxInFlight records are in
 // flight. With strict (ShareFetch's record-limit acquire mode, KIP-1206)
 // no more than maxRecords are taken, splitting a batch. Records Acquired,
-// Acknowledged or Archived are skipped. Expired locks must have been
-// released with ExpireLocks first.
+// Acknowledged or Archived are skipped. A Skip batch's records are
+// archived, new ones and Available ones in flight alike (Acquired ones
+// stay with their member), so the SPSO moves past them. Expired locks
+// must have been released with ExpireLocks first.
 func (p *Partition) Acquire(member string, maxRecords int, strict bool, batches []Batch, now time.Time) []Range {
 	var out []Range
 	taken := 0
@@ -247,6 +260,10 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, batches 
 	for _, b := range batches {
 		if taken >= maxRecords {
 			break
+		}
+		if b.Skip {
+			p.archive(b)
+			continue
 		}
 		// In flight: Available records one by one.
 		for off := max(b.First, p.start); off <= b.Last && off < p.EndOffset() && taken < maxRecords; off++ {
@@ -273,6 +290,23 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, batches 
 	}
 	p.advanceStart()
 	return out
+}
+
+// archive archives the records of b, a batch with nothing to deliver:
+// Available ones in flight, and new ones up to b.Last (with any hole
+// before it) while the in-flight bound allows.
+func (p *Partition) archive(b Batch) {
+	for off := max(b.First, p.start); off <= b.Last && off < p.EndOffset(); off++ {
+		if r := &p.recs[off-p.start]; r.state == Available {
+			r.state = Archived
+		}
+	}
+	if b.Last < p.EndOffset() || int64(len(p.recs)) >= p.cfg.MaxInFlight {
+		return
+	}
+	for off := p.EndOffset(); off <= b.Last; off++ {
+		p.recs = append(p.recs, record{state: Archived})
+	}
 }
 
 // Acknowledge applies one acknowledgement batch [first, last] from member:

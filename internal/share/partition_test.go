@@ -68,7 +68,8 @@ func TestTranscripts(t *testing.T) {
 	expire := func(at time.Duration) func(*Partition) string {
 		return func(p *Partition) string { return fmt.Sprint(p.ExpireLocks(t0.Add(at))) }
 	}
-	b := func(first, last int64) Batch { return Batch{first, last} }
+	b := func(first, last int64) Batch { return Batch{First: first, Last: last} }
+	skip := func(first, last int64) Batch { return Batch{First: first, Last: last, Skip: true} }
 	for _, tc := range []struct {
 		name  string
 		start int64
@@ -85,8 +86,8 @@ func TestTranscripts(t *testing.T) {
 			{acq("a", 1, 0, b(10, 14)), "[10-14]x1", "spso=10 speo=15 10:ACQUIRED/1@a 11:ACQUIRED/1@a 12:ACQUIRED/1@a 13:ACQUIRED/1@a 14:ACQUIRED/1@a"},
 		}},
 		{"record limit splits a batch", 10, []step{
-			{func(p *Partition) string { return ranges(p.Acquire("a", 2, true, []Batch{{10, 14}}, t0)) }, "[10-11]x1", "spso=10 speo=12 10:ACQUIRED/1@a 11:ACQUIRED/1@a"},
-			{func(p *Partition) string { return ranges(p.Acquire("b", 2, true, []Batch{{10, 14}}, t0)) }, "[12-13]x1", "spso=10 speo=14 10:ACQUIRED/1@a 11:ACQUIRED/1@a 12:ACQUIRED/1@b 13:ACQUIRED/1@b"},
+			{func(p *Partition) string { return ranges(p.Acquire("a", 2, true, []Batch{{First: 10, Last: 14}}, t0)) }, "[10-11]x1", "spso=10 speo=12 10:ACQUIRED/1@a 11:ACQUIRED/1@a"},
+			{func(p *Partition) string { return ranges(p.Acquire("b", 2, true, []Batch{{First: 10, Last: 14}}, t0)) }, "[12-13]x1", "spso=10 speo=14 10:ACQUIRED/1@a 11:ACQUIRED/1@a 12:ACQUIRED/1@b 13:ACQUIRED/1@b"},
 		}},
 		{"batch straddling the start", 5, []step{
 			{acq("a", 10, 0, b(3, 7)), "[5-7]x1", "spso=5 speo=8 5:ACQUIRED/1@a 6:ACQUIRED/1@a 7:ACQUIRED/1@a"},
@@ -94,6 +95,23 @@ func TestTranscripts(t *testing.T) {
 		{"hole in the log archived", 0, []step{
 			{acq("a", 10, 0, b(0, 0), b(3, 3)), "[0-0]x1 [3-3]x1", "spso=0 speo=4 0:ACQUIRED/1@a 1:ARCHIVED/0 2:ARCHIVED/0 3:ACQUIRED/1@a"},
 			{ack("a", 0, 0, 0, AckAccept), "ok", "spso=3 speo=4 3:ACQUIRED/1@a"},
+		}},
+		// Control batches and aborted transactions' batches (Skip) are
+		// archived where they stand, so the SPSO moves past them even
+		// when nothing follows them yet.
+		{"skipped batches archived", 0, []step{
+			{acq("a", 10, 0, b(0, 1), skip(2, 3), b(4, 4)), "[0-1]x1 [4-4]x1", "spso=0 speo=5 0:ACQUIRED/1@a 1:ACQUIRED/1@a 2:ARCHIVED/0 3:ARCHIVED/0 4:ACQUIRED/1@a"},
+			{ack("a", 0, 1, 0, AckAccept), "ok", "spso=4 speo=5 4:ACQUIRED/1@a"},
+		}},
+		{"trailing skipped batch moves the start", 0, []step{
+			{acq("a", 10, 0, b(0, 0), skip(3, 4)), "[0-0]x1", "spso=0 speo=5 0:ACQUIRED/1@a 1:ARCHIVED/0 2:ARCHIVED/0 3:ARCHIVED/0 4:ARCHIVED/0"},
+			{ack("a", 0, 0, 0, AckAccept), "ok", "spso=5 speo=5"},
+			{acq("a", 10, 0, skip(5, 7)), "", "spso=8 speo=8"},
+		}},
+		{"skipped batch archives available records, not acquired ones", 0, []step{
+			{acq("a", 10, 0, b(0, 1)), "[0-1]x1", "spso=0 speo=2 0:ACQUIRED/1@a 1:ACQUIRED/1@a"},
+			{ack("a", 0, 0, 0, AckRelease), "ok", "spso=0 speo=2 0:AVAILABLE/1 1:ACQUIRED/1@a"},
+			{acq("b", 10, 0, skip(0, 1)), "", "spso=1 speo=2 1:ACQUIRED/1@a"},
 		}},
 		{"lock timeout redelivers to another member", 0, []step{
 			{acq("a", 10, 0, b(0, 2)), "[0-2]x1", "spso=0 speo=3 0:ACQUIRED/1@a 1:ACQUIRED/1@a 2:ACQUIRED/1@a"},
@@ -175,11 +193,11 @@ func TestTranscripts(t *testing.T) {
 // records and their delivery counts; locks become Available.
 func TestSnapshotRestore(t *testing.T) {
 	p := New(cfg(), 0)
-	p.Acquire("a", 10, false, []Batch{{0, 5}}, t0)
+	p.Acquire("a", 10, false, []Batch{{First: 0, Last: 5}}, t0)
 	if err := p.Acknowledge("a", 0, 5, []AckType{AckAccept, AckRelease, AckAccept, AckReject, AckRelease, 1}, t0); err != nil {
 		t.Fatal(err)
 	}
-	p.Acquire("b", 10, false, []Batch{{0, 5}, {6, 7}}, t0)
+	p.Acquire("b", 10, false, []Batch{{First: 0, Last: 5}, {First: 6, Last: 7}}, t0)
 	start, batches := p.Snapshot()
 	q := Restore(cfg(), start, batches)
 	want := "spso=1 speo=8 1:AVAILABLE/2 2:ACKNOWLEDGED/1 3:ARCHIVED/1 4:AVAILABLE/2 5:ACKNOWLEDGED/1 6:AVAILABLE/1 7:AVAILABLE/1"
@@ -187,7 +205,7 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatalf("restored\n  %s\nwant\n  %s", got, want)
 	}
 	// An acknowledged record is never delivered again after a restore.
-	got := ranges(q.Acquire("c", 100, false, []Batch{{0, 5}, {6, 7}}, t0))
+	got := ranges(q.Acquire("c", 100, false, []Batch{{First: 0, Last: 5}, {First: 6, Last: 7}}, t0))
 	if got != "[1-1]x3 [4-4]x3 [6-7]x2" {
 		t.Fatalf("restored partition acquired %s", got)
 	}

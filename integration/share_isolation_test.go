@@ -1,0 +1,132 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestShareGroupReadCommitted: share.isolation.level=read_committed, the
+// group config of Kafka's KIP-932 (its testReadCommittedIsolationLevel:
+// ten one-record transactions, every fifth aborted). A franz-go share
+// consumer of a read_committed group gets the 8 committed records and
+// neither the aborted ones nor the record of a transaction still open;
+// that one arrives once it commits. A read_uncommitted group (the
+// default) on the same topic gets every record, aborted ones included,
+// and a change of the level reaches the next share session.
+func TestShareGroupReadCommitted(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	admin := b.Client(t)
+	topic := "share-txn"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	committedGroup, uncommittedGroup := "sg-read-committed", "sg-read-uncommitted"
+	for _, g := range []string{committedGroup, uncommittedGroup} {
+		if code := alterGroupConfig(t, admin, g, "share.auto.offset.reset", "earliest"); code != 0 {
+			t.Fatalf("%s: share.auto.offset.reset=earliest: %v", g, kerr.ErrorForCode(code))
+		}
+	}
+	if code := alterGroupConfig(t, admin, committedGroup, "share.isolation.level", "read_committed"); code != 0 {
+		t.Fatalf("share.isolation.level=read_committed: %v", kerr.ErrorForCode(code))
+	}
+	if code := alterGroupConfig(t, admin, committedGroup, "share.isolation.level", "serializable"); code != kerr.InvalidConfig.Code {
+		t.Fatalf("share.isolation.level=serializable: %v, want INVALID_CONFIG", kerr.ErrorForCode(code))
+	}
+
+	ctx := testContext(t, 90*time.Second)
+	tx := b.Client(t, kgo.TransactionalID("share-txn"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
+	var committed, all []string
+	for i := range 10 {
+		v := fmt.Sprintf("txn%d", i)
+		commit := (i+1)%5 != 0
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end transaction %d: %v", i, err)
+		}
+		all = append(all, v)
+		if commit {
+			committed = append(committed, v)
+		}
+	}
+	// A transaction left open: its record is in the log, above the last
+	// stable offset.
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatalf("produce in the open transaction: %v", err)
+	}
+
+	rc := b.Client(t, kgo.ShareGroup(committedGroup), kgo.ConsumeTopics(topic))
+	got := pollShareValues(ctx, t, rc, nil, len(committed))
+	slices.Sort(got)
+	if !slices.Equal(got, committed) {
+		t.Fatalf("read_committed group got %q, want the committed %q", got, committed)
+	}
+
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit the open transaction: %v", err)
+	}
+	got = pollShareValues(ctx, t, rc, got, len(committed)+1)
+	if !slices.Contains(got, "open") || len(got) != len(committed)+1 {
+		t.Fatalf("read_committed group after the commit got %q, want the committed ones and open", got)
+	}
+
+	ru := b.Client(t, kgo.ShareGroup(uncommittedGroup), kgo.ConsumeTopics(topic))
+	got = pollShareValues(ctx, t, ru, nil, len(all)+1)
+	slices.Sort(got)
+	want := append(slices.Clone(all), "open")
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_uncommitted group got %q, want every record %q", got, want)
+	}
+
+	// The level changed while the group's partition is loaded applies
+	// from the next share session: a new member skips an aborted record.
+	ru.Close()
+	if code := alterGroupConfig(t, admin, uncommittedGroup, "share.isolation.level", "read_committed"); code != 0 {
+		t.Fatalf("share.isolation.level=read_committed: %v", kerr.ErrorForCode(code))
+	}
+	for _, commit := range []bool{false, true} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("late-commit=%v", commit))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ru = b.Client(t, kgo.ShareGroup(uncommittedGroup), kgo.ConsumeTopics(topic))
+	if got := pollShareValues(ctx, t, ru, nil, 1); !slices.Equal(got, []string{"late-commit=true"}) {
+		t.Fatalf("after the change to read_committed the group got %q, want only late-commit=true", got)
+	}
+}
+
+// pollShareValues polls a share consumer, accepting what it gets, until
+// it has n record values in all (got, then the new ones) or ctx ends,
+// and returns them. A value delivered twice is a failure.
+func pollShareValues(ctx context.Context, t *testing.T, cl *kgo.Client, got []string, n int) []string {
+	t.Helper()
+	for len(got) < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			if slices.Contains(got, string(r.Value)) {
+				t.Errorf("%s delivered again (offset %d)", r.Value, r.Offset)
+			}
+			got = append(got, string(r.Value))
+		})
+		cl.MarkAcks(kgo.AckAccept)
+	}
+	return got
+}

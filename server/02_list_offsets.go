@@ -108,18 +108,30 @@ func (b *Broker) listOffset(topic string, partition int32, timestamp int64, clie
 	if timestamp < 0 {
 		return -1, -1, -1, kerr.InvalidRequest
 	}
+	off, fts, found, err := b.offsetForTimestamp(part, timestamp, bound)
+	if err != nil || !found {
+		return -1, -1, -1, err
+	}
+	return off, fts, st.LeaderEpoch, nil
+}
+
+// offsetForTimestamp is the offset and timestamp of the first record below
+// bound whose timestamp is at least timestamp (found false: none), as
+// ListOffsets answers a timestamp.
+func (b *Broker) offsetForTimestamp(part *replica.Partition, timestamp, bound int64) (offset, ts int64, found bool, err error) {
 	off, fts, ok := part.Log().OffsetForTimestamp(timestamp)
 	if !ok || off >= bound {
-		return -1, -1, -1, nil
+		return -1, -1, false, nil
 	}
-	roff, rts, found, err := b.recordAtTimestamp(part, topic, partition, off, timestamp, off, bound)
+	tp := part.TopicPartition()
+	roff, rts, found, err := b.recordAtTimestamp(part, tp.Topic, tp.Partition, off, timestamp, off, bound)
 	if err != nil {
-		return -1, -1, -1, err
+		return -1, -1, false, err
 	}
 	if found {
 		off, fts = roff, rts
 	}
-	return off, fts, st.LeaderEpoch, nil
+	return off, fts, true, nil
 }
 
 // recordAtTimestamp refines an answer found at batch precision (the batch

@@ -150,10 +150,22 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 	start, batches := stored.start, stored.batches
 	if !stored.found {
 		// share.auto.offset.reset: latest (Kafka's default) is the high
-		// watermark, earliest the log start.
+		// watermark, earliest the log start, by_duration the first
+		// record no older than its duration (else the high watermark,
+		// as KIP-1106 resets past every record's timestamp to latest).
 		start = st.HighWatermark
-		if settings.earliest {
+		switch {
+		case settings.earliest:
 			start = st.LogStartOffset
+		case settings.byDuration:
+			since := time.Now().Add(-settings.resetBack).UnixMilli()
+			off, _, found, err := sl.b.offsetForTimestamp(part, since, st.HighWatermark)
+			if err != nil {
+				return nil, fmt.Errorf("share.auto.offset.reset by_duration of %s %x-%d: %w", group, tp.TopicID, tp.Partition, err)
+			}
+			if found {
+				start = off
+			}
 		}
 	}
 	p := share.Restore(cfg, start, batches)

@@ -10,11 +10,11 @@ package server
 // config is a list). Described values are the group's override (source
 // GROUP_CONFIG) else the broker's group.* default (DEFAULT_CONFIG).
 //
-// What kbroker honours: share.auto.offset.reset (latest, earliest),
-// share.record.lock.duration.ms and share.isolation.level, read when a
-// leader loads a share partition and when a share session opens on it;
-// share.session.timeout.ms and share.heartbeat.interval.ms by the
-// coordinator. by_duration resets are refused (INVALID_CONFIG): not built.
+// What kbroker honours: share.auto.offset.reset (latest, earliest,
+// by_duration:<ISO-8601 duration>), share.record.lock.duration.ms and
+// share.isolation.level, read when a leader loads a share partition and
+// when a share session opens on it; share.session.timeout.ms and
+// share.heartbeat.interval.ms by the coordinator.
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kbroker/kbroker/coordinator"
+	"github.com/kbroker/kbroker/internal/isoduration"
 )
 
 // groupConfigDef is one group config: its type, the broker default and
@@ -59,6 +60,27 @@ func oneOf(vals ...string) func(string) error {
 	}
 }
 
+// byDurationPrefix starts a share.auto.offset.reset of the by_duration
+// kind (KIP-1106): by_duration:<ISO-8601 duration>.
+const byDurationPrefix = "by_duration:"
+
+// checkShareAutoOffsetReset is Kafka's ShareGroupAutoOffsetResetStrategy
+// validator: latest, earliest, or by_duration with a duration that is
+// not negative.
+func checkShareAutoOffsetReset(v string) error {
+	if rest, ok := strings.CutPrefix(v, byDurationPrefix); ok {
+		d, err := isoduration.Parse(rest)
+		if err != nil {
+			return fmt.Errorf("must be 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>': %v", err)
+		}
+		if d < 0 {
+			return errors.New("a negative by_duration is not supported")
+		}
+		return nil
+	}
+	return oneOf("latest", "earliest")(v)
+}
+
 func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 var groupConfigDefs = map[string]groupConfigDef{
@@ -67,7 +89,7 @@ var groupConfigDefs = map[string]groupConfigDef{
 	"share.session.timeout.ms":       {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareSessionTimeout) }, intAtLeast(1)},
 	"share.heartbeat.interval.ms":    {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareHeartbeatInterval) }, intAtLeast(1)},
 	"share.record.lock.duration.ms":  {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareRecordLockDuration) }, intAtLeast(1000)},
-	"share.auto.offset.reset":        {kmsg.ConfigTypeString, func(*Broker) string { return "latest" }, oneOf("latest", "earliest")},
+	"share.auto.offset.reset":        {kmsg.ConfigTypeString, func(*Broker) string { return "latest" }, checkShareAutoOffsetReset},
 	"share.isolation.level":          {kmsg.ConfigTypeString, func(*Broker) string { return "read_uncommitted" }, oneOf("read_uncommitted", "read_committed")},
 }
 
@@ -217,7 +239,11 @@ func (b *Broker) describeGroupConfigs(ctx context.Context, group string, opts de
 // shareGroupSettings are what a leader loading a share partition reads
 // from the group's configs.
 type shareGroupSettings struct {
-	earliest      bool          // share.auto.offset.reset=earliest
+	earliest bool // share.auto.offset.reset=earliest
+	// byDuration: share.auto.offset.reset=by_duration:<d> (resetBack
+	// is d): the first record at most d old, else the end.
+	byDuration    bool
+	resetBack     time.Duration
 	lockDuration  time.Duration // share.record.lock.duration.ms
 	readCommitted bool          // share.isolation.level=read_committed
 }
@@ -231,7 +257,13 @@ func (b *Broker) shareGroupSettings(ctx context.Context, group string) (shareGro
 		}
 		return st, err
 	}
-	st.earliest = overrides["share.auto.offset.reset"] == "earliest"
+	reset := overrides["share.auto.offset.reset"]
+	st.earliest = reset == "earliest"
+	if rest, ok := strings.CutPrefix(reset, byDurationPrefix); ok {
+		if d, err := isoduration.Parse(rest); err == nil && d >= 0 {
+			st.byDuration, st.resetBack = true, d
+		}
+	}
 	st.readCommitted = overrides["share.isolation.level"] == "read_committed"
 	if v, ok := overrides["share.record.lock.duration.ms"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {

@@ -130,3 +130,62 @@ func pollShareValues(ctx context.Context, t *testing.T, cl *kgo.Client, got []st
 	}
 	return got
 }
+
+// TestShareGroupResetByDuration: share.auto.offset.reset=by_duration
+// (KIP-1106, an ISO-8601 duration). A group reset by PT1H starts at the
+// first record no more than an hour old, so a franz-go share consumer
+// gets the five records stamped ten minutes ago and none of the five
+// stamped two hours ago; a group reset by PT1M, younger than every
+// record, starts at the end (latest) and gets only what is produced
+// after. Malformed and negative durations answer INVALID_CONFIG.
+func TestShareGroupResetByDuration(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	admin := b.Client(t)
+	topic := "share-by-duration"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	for _, bad := range []string{"by_duration:-PT1H", "by_duration:1h", "by_duration:", "by_duration:P", "BY_DURATION:PT1H"} {
+		if code := alterGroupConfig(t, admin, "sg-bad", "share.auto.offset.reset", bad); code != kerr.InvalidConfig.Code {
+			t.Errorf("share.auto.offset.reset=%s: %v, want INVALID_CONFIG", bad, kerr.ErrorForCode(code))
+		}
+	}
+
+	ctx := testContext(t, 60*time.Second)
+	now := time.Now()
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("old%d", i)), Timestamp: now.Add(-2 * time.Hour)})
+	}
+	var recent []string
+	for i := range 5 {
+		v := fmt.Sprintf("recent%d", i)
+		recent = append(recent, v)
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v), Timestamp: now.Add(-10 * time.Minute)})
+	}
+	if err := admin.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	hour, minute := "sg-by-hour", "sg-by-minute"
+	if code := alterGroupConfig(t, admin, hour, "share.auto.offset.reset", "by_duration:PT1H"); code != 0 {
+		t.Fatalf("by_duration:PT1H: %v", kerr.ErrorForCode(code))
+	}
+	if code := alterGroupConfig(t, admin, minute, "share.auto.offset.reset", "by_duration:PT1M"); code != 0 {
+		t.Fatalf("by_duration:PT1M: %v", kerr.ErrorForCode(code))
+	}
+
+	cl := b.Client(t, kgo.ShareGroup(hour), kgo.ConsumeTopics(topic))
+	got := pollShareValues(ctx, t, cl, nil, len(recent))
+	slices.Sort(got)
+	if !slices.Equal(got, recent) {
+		t.Fatalf("by_duration:PT1H got %q, want the records of the last hour %q", got, recent)
+	}
+
+	// Loaded (at the end: no record is a minute old) before "after" is
+	// produced.
+	initShareGroup(t, admin, minute, topic)
+	produceShare(t, admin, topic, 0, 1)
+	cl = b.Client(t, kgo.ShareGroup(minute), kgo.ConsumeTopics(topic))
+	if got := pollShareValues(ctx, t, cl, nil, 1); !slices.Equal(got, []string{"v0"}) {
+		t.Fatalf("by_duration:PT1M got %q, want only the record produced after it started (v0)", got)
+	}
+}

@@ -7,9 +7,12 @@ package integration
 //     partition; every record is delivered and accepted once, no record
 //     goes to two consumers, and all three get records.
 //   - TestShareGroupLockTimeout: a member acquires records and vanishes
-//     (no acknowledgement, no session close: what kill -9 leaves); a franz-go
-//     consumer gets them only once group.share.record.lock.duration.ms has
-//     passed, with delivery count 2.
+//     (no acknowledgement, no session close, its connection still open: a
+//     hung process, a network partition); a franz-go consumer gets them
+//     only once group.share.record.lock.duration.ms has passed, with
+//     delivery count 2.
+//   - TestShareGroupConnectionCloseReleases: a member whose connection
+//     closes (what kill -9 leaves) gives its records back at once.
 //   - TestShareGroupDeliveryLimit: records released and rejected up to
 //     group.share.delivery.count.limit are archived, never delivered again.
 //   - TestShareGroupBadInput: acknowledgements of records not acquired (or
@@ -156,12 +159,21 @@ func initShareGroup(t *testing.T, cl *kgo.Client, group, topic string) {
 	}
 }
 
-func TestShareGroupDistinctRecords(t *testing.T) {
-	b := StartBroker(t, "num.partitions=1", "group.share.heartbeat.interval.ms=500")
+// startShareGroup starts a broker with overrides, creates topic (one
+// partition) and starts group's share partition at its end; it returns
+// the broker and an admin client.
+func startShareGroup(t *testing.T, topic, group string, overrides ...string) (*Broker, *kgo.Client) {
+	t.Helper()
+	b := StartBroker(t, append([]string{"num.partitions=1"}, overrides...)...)
 	admin := b.Client(t)
-	topic, group := "share-distinct", "sg-distinct"
 	createTopic(t, b.Admin(t), topic, 1, nil)
 	initShareGroup(t, admin, group, topic)
+	return b, admin
+}
+
+func TestShareGroupDistinctRecords(t *testing.T) {
+	topic, group := "share-distinct", "sg-distinct"
+	b, admin := startShareGroup(t, topic, group, "group.share.heartbeat.interval.ms=500")
 
 	const total = 600
 	var mu sync.Mutex
@@ -229,15 +241,12 @@ func TestShareGroupDistinctRecords(t *testing.T) {
 
 func TestShareGroupLockTimeout(t *testing.T) {
 	const lock = 3 * time.Second
-	b := StartBroker(t, "num.partitions=1", "group.share.record.lock.duration.ms=3000")
-	admin := b.Client(t)
 	topic, group := "share-lock", "sg-lock"
-	createTopic(t, b.Admin(t), topic, 1, nil)
-	initShareGroup(t, admin, group, topic)
+	b, admin := startShareGroup(t, topic, group, "group.share.record.lock.duration.ms=3000")
 	produceShare(t, admin, topic, 0, 20)
 
 	// The vanishing member: acquires everything, then neither acknowledges
-	// nor closes its session.
+	// nor closes its session, and its connection stays open.
 	gone := newShareRaw(t, admin, group, "gone", topic)
 	p, code := gone.fetch(5 * time.Second)
 	offs, _ := acquiredOffsets(p)
@@ -274,12 +283,33 @@ func TestShareGroupLockTimeout(t *testing.T) {
 	}
 }
 
+// TestShareGroupConnectionCloseReleases: a member whose connection closes
+// (its process died: the kernel closes the socket) gives its records back
+// at once, as Kafka's share session cache does on a disconnect, rather
+// than when their 60 s locks expire; a franz-go consumer gets all 20
+// within the test's 20 s.
+func TestShareGroupConnectionCloseReleases(t *testing.T) {
+	topic, group := "share-conn-close", "sg-conn-close"
+	b, admin := startShareGroup(t, topic, group, "group.share.record.lock.duration.ms=60000")
+	produceShare(t, admin, topic, 0, 20)
+
+	own := b.Client(t) // the dying member's own connections
+	dying := newShareRaw(t, own, group, "dying", topic)
+	p, code := dying.fetch(5 * time.Second)
+	if offs, _ := acquiredOffsets(p); code != 0 || len(offs) != 20 {
+		t.Fatalf("member acquired %d records (error %d)", len(offs), code)
+	}
+	own.Close()
+
+	cl := b.Client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	if got := pollShareValues(testContext(t, 20*time.Second), t, cl, nil, 20); len(got) != 20 {
+		t.Fatalf("%d of the closed member's 20 records delivered within 20 s (locks of 60 s)", len(got))
+	}
+}
+
 func TestShareGroupDeliveryLimit(t *testing.T) {
-	b := StartBroker(t, "num.partitions=1", "group.share.delivery.count.limit=3")
-	admin := b.Client(t)
 	topic, group := "share-limit", "sg-limit"
-	createTopic(t, b.Admin(t), topic, 1, nil)
-	initShareGroup(t, admin, group, topic)
+	_, admin := startShareGroup(t, topic, group, "group.share.delivery.count.limit=3")
 	produceShare(t, admin, topic, 0, 2) // offset 0: released until archived; offset 1: rejected
 
 	m := newShareRaw(t, admin, group, "m", topic)
@@ -319,11 +349,8 @@ func TestShareGroupDeliveryLimit(t *testing.T) {
 }
 
 func TestShareGroupBadInput(t *testing.T) {
-	b := StartBroker(t, "num.partitions=1")
-	admin := b.Client(t)
 	topic, group := "share-bad", "sg-bad"
-	createTopic(t, b.Admin(t), topic, 1, nil)
-	initShareGroup(t, admin, group, topic)
+	_, admin := startShareGroup(t, topic, group)
 	produceShare(t, admin, topic, 0, 4)
 
 	a := newShareRaw(t, admin, group, "a", topic)
@@ -494,15 +521,8 @@ func TestShareGroupConfigs(t *testing.T) {
 	}
 
 	cl := b.Client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
-	seen := map[int64]bool{}
-	ctx := testContext(t, 30*time.Second)
-	for len(seen) < 50 && ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) { seen[r.Offset] = true })
-		cl.MarkAcks(kgo.AckAccept)
-	}
-	if len(seen) != 50 {
-		t.Fatalf("earliest: %d of the 50 records produced before the group read", len(seen))
+	if got := pollShareValues(testContext(t, 30*time.Second), t, cl, nil, 50); len(got) != 50 {
+		t.Fatalf("earliest: %d of the 50 records produced before the group read", len(got))
 	}
 }
 
@@ -512,11 +532,8 @@ func TestShareGroupConfigs(t *testing.T) {
 // session reloads it), and an altered group answers NON_EMPTY_GROUP while
 // it has members.
 func TestShareGroupOffsetsAdmin(t *testing.T) {
-	b := StartBroker(t, "num.partitions=1")
-	admin := b.Client(t)
 	topic, group := "share-admin", "sg-admin"
-	createTopic(t, b.Admin(t), topic, 1, nil)
-	initShareGroup(t, admin, group, topic)
+	_, admin := startShareGroup(t, topic, group)
 	produceShare(t, admin, topic, 0, 20)
 
 	m := newShareRaw(t, admin, group, "m", topic)

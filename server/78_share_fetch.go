@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,7 +51,22 @@ const defaultShareMaxRecords = 500
 // lazyShares is the broker's share leader, made on first use.
 type lazyShares struct {
 	once sync.Once
-	sl   *shareLeader
+	sl   atomic.Pointer[shareLeader] // nil until first used
+}
+
+// shareConnClosed ends the share sessions opened on a connection that has
+// closed and releases the records their members hold, as Kafka's
+// ShareSessionCache does when a connection drops: a consumer that dies
+// (its socket closes) gives its records back at once rather than when
+// their locks expire.
+func (b *Broker) shareConnClosed(conn uint64) {
+	sl := b.shares.sl.Load()
+	if sl == nil {
+		return
+	}
+	for _, s := range sl.mgr.CloseConn(conn) {
+		sl.releaseMember(s.Group, s.Member, s.Parts())
+	}
 }
 
 // shareLeader is this broker's share state as a partition leader.
@@ -62,9 +78,9 @@ type shareLeader struct {
 
 func (b *Broker) shareLeader() *shareLeader {
 	b.shares.once.Do(func() {
-		b.shares.sl = &shareLeader{b: b, mgr: share.NewManager(2000), store: newShareStateStore(b)}
+		b.shares.sl.Store(&shareLeader{b: b, mgr: share.NewManager(2000), store: newShareStateStore(b)})
 	})
-	return b.shares.sl
+	return b.shares.sl.Load()
 }
 
 // shareConfig is the share partitions' settings from the broker config.
@@ -357,7 +373,7 @@ func handleShareFetch(ctx context.Context, b *Broker, rc *requestContext, kreq k
 	if req.ShareSessionEpoch == -1 {
 		add = nil // a closing request only acknowledges
 	}
-	session, replaced, err := sl.mgr.OpenSession(share.SessionRequest{Group: group, Member: member, Epoch: req.ShareSessionEpoch, Add: add, Forget: forget})
+	session, replaced, err := sl.mgr.OpenSession(share.SessionRequest{Group: group, Member: member, Epoch: req.ShareSessionEpoch, Add: add, Forget: forget, Conn: rc.conn})
 	if err != nil {
 		resp.ErrorCode = shareSessionCode(err)
 		return resp, nil

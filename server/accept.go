@@ -106,7 +106,7 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, l *listener, w
 				lru.Close()
 			}
 		}
-		st := &connState{listener: name}
+		st := &connState{listener: name, id: b.connIDs.Add(1)}
 		st.touch(time.Now())
 		b.connsMu.Lock()
 		b.conns[c] = st
@@ -120,6 +120,7 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, l *listener, w
 				b.connsMu.Unlock()
 				c.Close()
 				b.quotas.release(name, addr)
+				b.shareConnClosed(st.id)
 			}()
 			b.serveConn(ctx, c, st, l)
 		}()

@@ -36,7 +36,8 @@ type Broker struct {
 	replThrottle replicationThrottle
 	controller   controlPlane
 	groups       *coordinator.Coordinator
-	shares       lazyShares // KIP-932 share partitions led here (78_share_fetch.go)
+	shares       lazyShares    // KIP-932 share partitions led here (78_share_fetch.go)
+	connIDs      atomic.Uint64 // the last connState.id given
 	txns         *txn.Coordinator
 	txnMarkers   *txnMarkerSender
 	fetches      *fetchSessions
@@ -112,6 +113,8 @@ type requestContext struct {
 	// closeAfter is set by a handler whose answer must be the
 	// connection's last (a failed authentication).
 	closeAfter bool
+	// conn is the connection's id (connState.id; 0: none).
+	conn uint64
 }
 
 // NewBroker validates cfg and prepares a broker; nothing listens or opens

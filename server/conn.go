@@ -234,7 +234,7 @@ func (b *Broker) serveConn(ctx context.Context, c net.Conn, st *connState, l *li
 			timing requestTiming
 		}{
 			rc: requestContext{clientID: hdr.ClientID, correlationID: hdr.CorrelationID, version: hdr.APIVersion, listener: l.name,
-				auth: auth, principal: auth.principal, remote: remote},
+				auth: auth, principal: auth.principal, remote: remote, conn: st.id},
 			timing: requestTiming{name: requestMetricsName(req), received: received, dequeued: time.Now()},
 		}
 		rc, timing := &inFlight.rc, &inFlight.timing

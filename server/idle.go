@@ -13,6 +13,9 @@ import (
 // the connection itself.
 type connState struct {
 	listener string // the listener's name, upper case
+	// id is unique among the broker's connections (0 in handler tests):
+	// share sessions belong to the connection that opened them.
+	id uint64
 	// lastActive is when a request was last read or a response last
 	// written (UnixNano); inFlight counts requests read and not yet
 	// answered (a long-poll fetch, a produce waiting for replication).

@@ -88,6 +88,10 @@ type Session struct {
 	Epoch         int32 // the epoch the next request must carry
 	Partitions    map[TP]struct{}
 	order         []TP
+	// conn is the connection that opened the session (0: none known):
+	// its closing ends the session (Kafka's ShareSessionCache
+	// connectionDisconnectListener).
+	conn uint64
 }
 
 // Parts returns the session's partitions in the order they were added.
@@ -177,6 +181,9 @@ type SessionRequest struct {
 	Add, Forget   []TP
 	// Ack is a ShareAcknowledge: it cannot open a session (epoch 0).
 	Ack bool
+	// Conn identifies the client connection the request came on (0:
+	// none): a session belongs to the connection that opened it.
+	Conn uint64
 }
 
 // OpenSession applies Kafka's share session epoch rules and returns the
@@ -201,7 +208,7 @@ func (m *Manager) OpenSession(r SessionRequest) (s *Session, replaced []TP, err 
 		} else if len(m.sessions) >= m.maxSessions {
 			return nil, nil, ErrSessionLimit
 		}
-		s = &Session{Group: r.Group, Member: r.Member, Epoch: 1, Partitions: map[TP]struct{}{}}
+		s = &Session{Group: r.Group, Member: r.Member, Epoch: 1, Partitions: map[TP]struct{}{}, conn: r.Conn}
 		for _, tp := range r.Add {
 			s.add(tp)
 		}
@@ -233,6 +240,26 @@ func (m *Manager) OpenSession(r SessionRequest) (s *Session, replaced []TP, err 
 		cur.forget(tp)
 	}
 	return cur, nil, nil
+}
+
+// CloseConn ends the sessions opened on connection conn, which has
+// closed, and returns them so the caller releases their members' records
+// (Kafka releases them when the connection drops, not when the locks
+// expire).
+func (m *Manager) CloseConn(conn uint64) []*Session {
+	if conn == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Session
+	for key, s := range m.sessions {
+		if s.conn == conn {
+			delete(m.sessions, key)
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // ExpireAll releases every expired acquisition lock at now and wakes the

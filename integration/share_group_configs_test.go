@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"slices"
 	"testing"
@@ -188,4 +189,51 @@ func TestShareGroupResetByDuration(t *testing.T) {
 	if got := pollShareValues(ctx, t, cl, nil, 1); !slices.Equal(got, []string{"v0"}) {
 		t.Fatalf("by_duration:PT1M got %q, want only the record produced after it started (v0)", got)
 	}
+}
+
+// TestShareGroupReadCommittedLongAbort: under read_committed, an aborted
+// transaction larger than a fetch's MaxBytes is archived over several
+// reads within one ShareFetch, which then returns the committed record
+// after it rather than wait out its MaxWait with nothing.
+func TestShareGroupReadCommittedLongAbort(t *testing.T) {
+	b := StartBroker(t, "num.partitions=1")
+	admin := b.Client(t)
+	topic, group := "share-long-abort", "sg-long-abort"
+	createTopic(t, b.Admin(t), topic, 1, nil)
+	for name, value := range map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"} {
+		if code := alterGroupConfig(t, admin, group, name, value); code != 0 {
+			t.Fatalf("%s=%s: %v", name, value, kerr.ErrorForCode(code))
+		}
+	}
+	ctx := testContext(t, 60*time.Second)
+	tx := b.Client(t, kgo.TransactionalID("share-long-abort"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
+	for _, commit := range []bool{false, true} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		n := 1
+		if !commit {
+			n = 30 // 3 MiB: three times the fetch's MaxBytes
+		}
+		for i := range n {
+			v := make([]byte, 100<<10) // random: compression must not shrink it
+			_, _ = crand.Read(v)
+			copy(v, fmt.Sprintf("commit=%v-%d", commit, i))
+			tx.Produce(ctx, &kgo.Record{Value: v}, nil)
+		}
+		if err := tx.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newShareRaw(t, admin, group, "m", topic)
+	start := time.Now()
+	p, code := m.fetch(10 * time.Second)
+	offs, _ := acquiredOffsets(p)
+	if code != 0 || len(offs) != 1 || offs[0] != 31 {
+		t.Fatalf("one fetch after a 3 MiB aborted transaction acquired offsets %v (error %d) after %v, want [31] (30 aborted records and their marker before it)", offs, code, time.Since(start))
+	}
+	t.Logf("the committed record came %v after the fetch began", time.Since(start))
 }

@@ -138,10 +138,13 @@ func (sl *shareLeader) sharePartition(ctx context.Context, group string, tp shar
 		if s.found && s.stateEpoch == ps.StateEpochLocked() {
 			// A session opening picks up the group's config changes
 			// (Kafka reads them with every request; a share fetch
-			// here does not ask the coordinator each time).
+			// here does not ask the coordinator each time). Should
+			// the coordinator not answer, the loaded partition keeps
+			// the configs it has rather than fail the session.
 			settings, err := sl.b.shareGroupSettings(ctx, group)
 			if err != nil {
-				return nil, fmt.Errorf("read configs of group %s: %w", group, err)
+				sl.b.logger.Info("share session opened with the group configs of the last load: reading them failed", "group", group, "err", err)
+				return ps, nil
 			}
 			p.SetConfig(sl.b.shareConfigOf(settings))
 			return ps, nil
@@ -570,16 +573,16 @@ func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, max
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %s-%d at %d: %v", kerr.CorruptMessage, t.topic, t.tp.Partition, from, err)
 	}
-	// Control batches have no record to deliver, and an aborted
-	// transaction's records are not delivered under read_committed: both
-	// are archived (Kafka's filterAbortedTransactionalAcquiredRecords).
-	bounds := make([]share.Batch, 0, len(headers))
-	for _, h := range headers {
-		skip := h.IsControl() || aborted.Aborted(h)
-		bounds = append(bounds, share.Batch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skip})
-	}
-	ranges := p.Acquire(member, maxRecords, t.strict, bounds, now)
+	batches := shareBatches(from, headers, aborted)
+	lead := len(batches) - len(headers) // a stale range before the first batch
+	ranges := p.Acquire(member, maxRecords, t.strict, batches, now)
 	if len(ranges) == 0 {
+		if p.FirstDeliverable() > from {
+			// Only archived (markers, aborted or removed records):
+			// a waiting fetch reads on at once instead of after its
+			// MaxWait.
+			t.ps.NotifyLocked()
+		}
 		return 0, 0, nil
 	}
 	// Send the batches holding acquired offsets.
@@ -587,7 +590,7 @@ func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, max
 	n := 0
 	for i, h := range headers {
 		for _, r := range ranges {
-			if !bounds[i].Skip && h.BaseOffset <= r.Last && h.LastOffset() >= r.First {
+			if !batches[lead+i].Skip && h.BaseOffset <= r.Last && h.LastOffset() >= r.First {
 				out = append(out, parts[i]...)
 				break
 			}
@@ -602,6 +605,25 @@ func (sl *shareLeader) acquireOne(t *shareTarget, member string, maxRecords, max
 		n += int(r.Last - r.First + 1)
 	}
 	return n, len(out), nil
+}
+
+// shareBatches is what a share fetch read from offset from gives Acquire:
+// each batch's offsets, with Skip (archived, never delivered) for control
+// batches and, under read_committed, for aborted transactions' batches
+// (Kafka's filterAbortedTransactionalAcquiredRecords). When the first
+// batch starts past from, the log no longer has [from, its base):
+// compaction removed those records, so a Skip range covers them and ones
+// still in flight there are archived rather than left Available forever
+// (Kafka's maybeArchiveStaleBatches).
+func shareBatches(from int64, headers []recordbatch.Header, aborted segment.AbortedRanges) []share.Batch {
+	out := make([]share.Batch, 0, len(headers)+1)
+	if len(headers) > 0 && headers[0].BaseOffset > from {
+		out = append(out, share.Batch{First: from, Last: headers[0].BaseOffset - 1, Skip: true})
+	}
+	for _, h := range headers {
+		out = append(out, share.Batch{First: h.BaseOffset, Last: h.LastOffset(), Skip: h.IsControl() || aborted.Aborted(h)})
+	}
+	return out
 }
 
 // shareFetchResponse assembles the entries by topic, in order.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,7 +23,8 @@ var durationPattern = regexp.MustCompile(`(?i)^([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:(
 var ErrSyntax = errors.New("not an ISO-8601 duration (PnDTnHnMn.nS)")
 
 // Parse returns the duration text denotes. Days are 24 hours, as in Java.
-// A duration beyond time.Duration's range (about 292 years) is an error.
+// Java's durations reach 2^63 seconds, time.Duration only about 292
+// years: a valid duration beyond that saturates at the nearest bound.
 func Parse(text string) (time.Duration, error) {
 	m := durationPattern.FindStringSubmatch(text)
 	if m == nil {
@@ -34,29 +36,21 @@ func Parse(text string) (time.Duration, error) {
 	if days == "" && hours == "" && minutes == "" && secs == "" || tPart != "" && hours == "" && minutes == "" && secs == "" {
 		return 0, fmt.Errorf("%q: %w", text, ErrSyntax)
 	}
-	var total time.Duration
-	add := func(field string, unit time.Duration) error {
-		if field == "" {
-			return nil
-		}
-		n, err := strconv.ParseInt(field, 10, 64)
-		if err != nil || n > math.MaxInt64/int64(unit) || n < math.MinInt64/int64(unit) {
-			return fmt.Errorf("%q: out of range", text)
-		}
-		part := time.Duration(n) * unit
-		if (part > 0 && total > math.MaxInt64-part) || (part < 0 && total < math.MinInt64-part) {
-			return fmt.Errorf("%q: out of range", text)
-		}
-		total += part
-		return nil
-	}
+	// The sum in nanoseconds as a big.Int: Java's parts may be as large
+	// as its int64 seconds allow.
+	total := new(big.Int)
 	for _, f := range []struct {
 		field string
-		unit  time.Duration
-	}{{days, 24 * time.Hour}, {hours, time.Hour}, {minutes, time.Minute}, {secs, time.Second}} {
-		if err := add(f.field, f.unit); err != nil {
-			return 0, err
+		unit  int64
+	}{{days, int64(24 * time.Hour)}, {hours, int64(time.Hour)}, {minutes, int64(time.Minute)}, {secs, int64(time.Second)}} {
+		if f.field == "" {
+			continue
 		}
+		n, ok := new(big.Int).SetString(strings.TrimPrefix(f.field, "+"), 10)
+		if !ok {
+			return 0, fmt.Errorf("%q: %w", text, ErrSyntax)
+		}
+		total.Add(total, n.Mul(n, big.NewInt(f.unit)))
 	}
 	if frac != "" {
 		ns, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
@@ -64,15 +58,16 @@ func Parse(text string) (time.Duration, error) {
 		if strings.HasPrefix(secs, "-") {
 			ns = -ns
 		}
-		if err := add(strconv.FormatInt(ns, 10), time.Nanosecond); err != nil {
-			return 0, err
-		}
+		total.Add(total, big.NewInt(ns))
 	}
 	if m[1] == "-" {
-		if total == math.MinInt64 {
-			return 0, fmt.Errorf("%q: out of range", text)
-		}
-		total = -total
+		total.Neg(total)
 	}
-	return total, nil
+	switch {
+	case total.Cmp(big.NewInt(math.MaxInt64)) > 0:
+		return math.MaxInt64, nil
+	case total.Cmp(big.NewInt(math.MinInt64)) < 0:
+		return math.MinInt64, nil
+	}
+	return time.Duration(total.Int64()), nil
 }

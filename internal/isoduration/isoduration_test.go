@@ -2,6 +2,7 @@ package isoduration
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -37,9 +38,15 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q): %v, want ErrSyntax", in, err)
 		}
 	}
-	for _, in := range []string{"P200000D", "PT9223372036854775807S"} {
-		if _, err := Parse(in); err == nil || errors.Is(err, ErrSyntax) {
-			t.Errorf("Parse(%q): %v, want out of range", in, err)
+	// Valid in Java, beyond time.Duration: saturated.
+	for in, want := range map[string]time.Duration{
+		"P200000D":                math.MaxInt64,
+		"PT9223372036854775807S":  math.MaxInt64,
+		"-P200000D":               math.MinInt64,
+		"PT-9223372036854775808S": math.MinInt64,
+	} {
+		if got, err := Parse(in); err != nil || got != want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 }

@@ -66,8 +66,10 @@ failure_report() {
 }
 
 port=${KGO_PORT:-19092}
-# A second listener, SASL_PLAINTEXT with SCRAM, for the suite's SCRAM tests
-# (KGO_TEST_SCRAM_SEEDS); the user is created through the first.
+# A second listener, SASL_PLAINTEXT with SCRAM and OAUTHBEARER, for the
+# suite's SCRAM tests (KGO_TEST_SCRAM_SEEDS; the user is created through the
+# first) and TestOAuthAuth (KGO_TEST_OAUTH_SEEDS: unsecured tokens, an
+# expired one refused with invalid_token).
 scram_port=${KGO_SCRAM_PORT:-$((port + 1))}
 go build -o "$work/kbroker" ./cmd/kbroker
 go test -c -o "$work/kgo.test" github.com/twmb/franz-go/pkg/kgo
@@ -75,7 +77,9 @@ kgo_dir=$(go list -f '{{.Dir}}' github.com/twmb/franz-go/pkg/kgo)
 
 "$work/kbroker" --override "listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port" \
 	--override "log.dirs=$work/data" --override group.initial.rebalance.delay.ms=0 \
-	--override sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512 >"$work/broker.log" 2>&1 &
+	--override sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER \
+	--override 'listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;' \
+	>"$work/broker.log" 2>&1 &
 broker_pid=$!
 for _ in $(seq 100); do
 	if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
@@ -93,7 +97,7 @@ go run scripts/scram-user.go -broker "127.0.0.1:$port" -user kgo -password "$scr
 # run whenever the broker advertises ShareFetch v2 and ShareAcknowledge v2, as kbroker does.
 skip=${KGO_SKIP:-^$}
 set +e
-(cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_SCRAM_SEEDS="127.0.0.1:$scram_port" \
+(cd "$kgo_dir" && KGO_SEEDS="127.0.0.1:$port" KGO_TEST_SCRAM_SEEDS="127.0.0.1:$scram_port" KGO_TEST_OAUTH_SEEDS="127.0.0.1:$scram_port" \
 	KGO_TEST_SCRAM="kgo:$scram_password:256" KGO_TEST_RF=1 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-10000} \
 	"$work/kgo.test" -test.v -test.timeout "${KGO_TIMEOUT:-10m}" -test.skip "$skip" "$@") >"$work/kgo.out" 2>&1
 rc=$?

@@ -213,7 +213,9 @@ func (w *TxnWorkload) consumer(ctx context.Context, name, topic string) {
 // value EtlValue) in transactions that also commit the group's offsets,
 // until ctx ends. Its reads, writes and commits are recorded like the
 // producers' (proc "etl", transactions "etl-N"); after an abort the
-// session rewinds to the committed offsets, which a txn-assign records.
+// session rewinds to the committed offsets, which a txn-assign records. A
+// transaction in which a record failed to produce is aborted: franz-go's
+// session would commit the records that were produced.
 // A session that can no longer begin a transaction (its producer id failed
 // fatally, e.g. fenced after the coordinator aborted a transaction that
 // outlived its timeout) is replaced by a new one with the same
@@ -274,6 +276,7 @@ func (w *TxnWorkload) etlSession(ctx context.Context, poll, n *int64) bool {
 			return true
 		}
 		var wg sync.WaitGroup
+		var produceFailed atomic.Bool
 		for j, r := range recs {
 			v := EtlValue(string(r.Value))
 			p := r.Partition
@@ -283,26 +286,37 @@ func (w *TxnWorkload) etlSession(ctx context.Context, poll, n *int64) bool {
 				e := Event{Kind: KindTxnSend, Topic: w.Out, Proc: name, Txn: id, Seq: int64(j), Partition: p, Value: v, Outcome: OK, Offset: rec.Offset}
 				if err != nil {
 					e.Outcome, e.Offset, e.Err = Info, -1, err.Error()
+					produceFailed.Store(true)
 				}
 				w.Rec.Add(e)
 			})
 		}
 		wg.Wait()
-		w.Rec.Add(Event{Kind: KindTxnEnd, Topic: w.Out, Proc: name, Txn: id, Detail: "commit", Phase: "start"})
+		// franz-go's session commits whatever was produced: a record
+		// that failed (timed out in a fault) is simply not in the
+		// transaction, so committing would commit the input offsets
+		// without its copy. Exactly-once needs the abort, as franz-go's
+		// transaction examples do (Java's producer refuses the commit
+		// itself).
+		try, detail := kgo.TryCommit, "commit"
+		if produceFailed.Load() {
+			try, detail = kgo.TryAbort, "abort"
+		}
+		w.Rec.Add(Event{Kind: KindTxnEnd, Topic: w.Out, Proc: name, Txn: id, Detail: detail, Phase: "start"})
 		ectx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		committed, err := s.End(ectx, kgo.TryCommit)
+		committed, err := s.End(ectx, try)
 		cancel()
-		e := Event{Kind: KindTxnEnd, Topic: w.Out, Proc: name, Txn: id, Detail: "commit", Phase: "end", Outcome: OK}
+		e := Event{Kind: KindTxnEnd, Topic: w.Out, Proc: name, Txn: id, Detail: detail, Phase: "end", Outcome: OK}
 		switch {
 		case err != nil:
 			e.Outcome, e.Err = Info, err.Error()
-		case !committed:
+		case try == kgo.TryCommit && !committed:
 			// The session aborted instead (a rebalance, a failed
-			// produce or offset commit): the commit was not sent.
+			// offset commit): the commit was not sent.
 			e.Outcome, e.Err = Fail, "aborted by the session"
 		}
 		w.Rec.Add(e)
-		if e.Outcome != OK {
+		if e.Outcome != OK || try == kgo.TryAbort {
 			w.Rec.Add(Event{Kind: KindTxnAssign, Topic: w.Topic, Proc: name, Partitions: all, Detail: "rewind after abort"})
 		}
 	}

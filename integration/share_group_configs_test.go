@@ -237,3 +237,26 @@ func TestShareGroupReadCommittedLongAbort(t *testing.T) {
 	}
 	t.Logf("the committed record came %v after the fetch began", time.Since(start))
 }
+
+// TestShareGroupMaxRecordLocks: the group's share.partition.max.record.locks
+// bounds the records in flight on a partition (the broker's default is
+// 2000): a member that asks for 500 of 150 records gets 100 while it
+// holds them; out of range values answer INVALID_CONFIG.
+func TestShareGroupMaxRecordLocks(t *testing.T) {
+	topic, group := "share-max-locks", "sg-max-locks"
+	_, admin := startShareGroup(t, topic, group)
+	for _, bad := range []string{"99", "10001"} {
+		if code := alterGroupConfig(t, admin, group, "share.partition.max.record.locks", bad); code != kerr.InvalidConfig.Code {
+			t.Errorf("share.partition.max.record.locks=%s: %v, want INVALID_CONFIG", bad, kerr.ErrorForCode(code))
+		}
+	}
+	if code := alterGroupConfig(t, admin, group, "share.partition.max.record.locks", "100"); code != 0 {
+		t.Fatalf("share.partition.max.record.locks=100: %v", kerr.ErrorForCode(code))
+	}
+	produceShare(t, admin, topic, 0, 150) // one record per batch
+	m := newShareRaw(t, admin, group, "m", topic)
+	p, code := m.fetch(5 * time.Second)
+	if offs, _ := acquiredOffsets(p); code != 0 || len(offs) != 100 {
+		t.Fatalf("acquired %d records (error %d), want the 100 the group's limit allows", len(offs), code)
+	}
+}

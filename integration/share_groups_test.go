@@ -307,9 +307,35 @@ func TestShareGroupConnectionCloseReleases(t *testing.T) {
 	}
 }
 
+// TestShareGroupDeliveryLimit: records released and rejected up to the
+// delivery limit are archived, the limit being the broker's
+// group.share.delivery.count.limit or the group's own
+// share.delivery.count.limit (set after the partition was loaded: the
+// member's new share session picks it up).
 func TestShareGroupDeliveryLimit(t *testing.T) {
-	topic, group := "share-limit", "sg-limit"
-	_, admin := startShareGroup(t, topic, group, "group.share.delivery.count.limit=3")
+	t.Run("broker", func(t *testing.T) {
+		topic, group := "share-limit", "sg-limit"
+		_, admin := startShareGroup(t, topic, group, "group.share.delivery.count.limit=3")
+		testShareDeliveryLimit(t, admin, topic, group)
+	})
+	t.Run("group", func(t *testing.T) {
+		topic, group := "share-limit-group", "sg-limit-group"
+		_, admin := startShareGroup(t, topic, group) // the broker's limit: 5
+		for _, bad := range []string{"1", "11", "three"} {
+			if code := alterGroupConfig(t, admin, group, "share.delivery.count.limit", bad); code != kerr.InvalidConfig.Code {
+				t.Errorf("share.delivery.count.limit=%s: %v, want INVALID_CONFIG", bad, kerr.ErrorForCode(code))
+			}
+		}
+		if code := alterGroupConfig(t, admin, group, "share.delivery.count.limit", "3"); code != 0 {
+			t.Fatalf("share.delivery.count.limit=3: %v", kerr.ErrorForCode(code))
+		}
+		testShareDeliveryLimit(t, admin, topic, group)
+	})
+}
+
+// testShareDeliveryLimit checks a delivery limit of 3 on group's share
+// partition of topic, which starts at the end.
+func testShareDeliveryLimit(t *testing.T, admin *kgo.Client, topic, group string) {
 	produceShare(t, admin, topic, 0, 2) // offset 0: released until archived; offset 1: rejected
 
 	m := newShareRaw(t, admin, group, "m", topic)

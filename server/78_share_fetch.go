@@ -98,6 +98,8 @@ func (b *Broker) shareConfigOf(settings shareGroupSettings) share.Config {
 	cfg := b.shareConfig()
 	cfg.LockDuration = settings.lockDuration
 	cfg.ReadCommitted = settings.readCommitted
+	cfg.DeliveryLimit = settings.deliveryLimit
+	cfg.MaxInFlight = settings.maxLocks
 	return cfg
 }
 

@@ -11,9 +11,10 @@ package server
 // GROUP_CONFIG) else the broker's group.* default (DEFAULT_CONFIG).
 //
 // What kbroker honours: share.auto.offset.reset (latest, earliest,
-// by_duration:<ISO-8601 duration>), share.record.lock.duration.ms and
-// share.isolation.level, read when a leader loads a share partition and
-// when a share session opens on it; share.session.timeout.ms and
+// by_duration:<ISO-8601 duration>), share.record.lock.duration.ms,
+// share.isolation.level, share.delivery.count.limit and
+// share.partition.max.record.locks, read when a leader loads a share
+// partition and when a share session opens on it; share.session.timeout.ms and
 // share.heartbeat.interval.ms by the coordinator.
 
 import (
@@ -44,6 +45,16 @@ func intAtLeast(lo int64) func(string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || n < lo {
 			return fmt.Errorf("must be an integer >= %d", lo)
+		}
+		return nil
+	}
+}
+
+func intBetween(lo, hi int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer from %d to %d", lo, hi)
 		}
 		return nil
 	}
@@ -90,7 +101,12 @@ var groupConfigDefs = map[string]groupConfigDef{
 	"share.heartbeat.interval.ms":    {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareHeartbeatInterval) }, intAtLeast(1)},
 	"share.record.lock.duration.ms":  {kmsg.ConfigTypeInt, func(b *Broker) string { return msString(b.cfg.GroupShareRecordLockDuration) }, intAtLeast(1000)},
 	"share.auto.offset.reset":        {kmsg.ConfigTypeString, func(*Broker) string { return "latest" }, checkShareAutoOffsetReset},
-	"share.isolation.level":          {kmsg.ConfigTypeString, func(*Broker) string { return "read_uncommitted" }, oneOf("read_uncommitted", "read_committed")},
+	// Within the broker's own bounds, which are Kafka's defaults of
+	// group.share.{min,max}.delivery.count.limit and
+	// group.share.{min,max}.partition.max.record.locks.
+	"share.delivery.count.limit":       {kmsg.ConfigTypeInt, func(b *Broker) string { return strconv.Itoa(int(b.cfg.GroupShareDeliveryCountLimit)) }, intBetween(2, 10)},
+	"share.partition.max.record.locks": {kmsg.ConfigTypeInt, func(b *Broker) string { return strconv.Itoa(int(b.cfg.GroupSharePartitionMaxLocks)) }, intBetween(100, 10000)},
+	"share.isolation.level":            {kmsg.ConfigTypeString, func(*Broker) string { return "read_uncommitted" }, oneOf("read_uncommitted", "read_committed")},
 }
 
 // validateGroupConfigOps turns IncrementalAlterConfigs operations on a
@@ -246,10 +262,13 @@ type shareGroupSettings struct {
 	resetBack     time.Duration
 	lockDuration  time.Duration // share.record.lock.duration.ms
 	readCommitted bool          // share.isolation.level=read_committed
+	deliveryLimit int16         // share.delivery.count.limit
+	maxLocks      int64         // share.partition.max.record.locks
 }
 
 func (b *Broker) shareGroupSettings(ctx context.Context, group string) (shareGroupSettings, error) {
-	st := shareGroupSettings{lockDuration: b.cfg.GroupShareRecordLockDuration}
+	st := shareGroupSettings{lockDuration: b.cfg.GroupShareRecordLockDuration,
+		deliveryLimit: int16(b.cfg.GroupShareDeliveryCountLimit), maxLocks: int64(b.cfg.GroupSharePartitionMaxLocks)}
 	overrides, err := b.groupConfigOverrides(ctx, group)
 	if err != nil {
 		if errors.Is(err, kerr.GroupIDNotFound) {
@@ -265,6 +284,12 @@ func (b *Broker) shareGroupSettings(ctx context.Context, group string) (shareGro
 		}
 	}
 	st.readCommitted = overrides["share.isolation.level"] == "read_committed"
+	if n, err := strconv.ParseInt(overrides["share.delivery.count.limit"], 10, 16); err == nil && n > 0 {
+		st.deliveryLimit = int16(n)
+	}
+	if n, err := strconv.ParseInt(overrides["share.partition.max.record.locks"], 10, 64); err == nil && n > 0 {
+		st.maxLocks = n
+	}
 	if v, ok := overrides["share.record.lock.duration.ms"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
 			st.lockDuration = time.Duration(n) * time.Millisecond

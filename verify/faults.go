@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -159,6 +160,92 @@ type Nemesis struct {
 	Recreate *Incarnations
 	Rand     *rand.Rand
 	Logf     func(string, ...any)
+
+	// randMu guards Rand: faults of overlapping streams draw at once.
+	randMu sync.Mutex
+	// claimMu guards claimed and exclusiveWaiting. With overlapping
+	// streams (RunStreams) a fault claims the brokers it acts on and
+	// is skipped if another fault holds one; a fault that acts on the
+	// whole cluster (exclusive) waits until it can claim every broker,
+	// and no new fault claims one meanwhile.
+	claimMu          sync.Mutex
+	claimed          map[*Broker]bool
+	exclusiveWaiting bool
+}
+
+// intN draws from Rand.
+func (n *Nemesis) intN(k int) int {
+	n.randMu.Lock()
+	defer n.randMu.Unlock()
+	return n.Rand.IntN(k)
+}
+
+// claim marks bs as under fault f and reports whether it could: not when
+// another fault holds one of them (the fault is then recorded as skipped)
+// or a cluster-wide fault is waiting for its turn.
+func (n *Nemesis) claim(f Fault, bs ...*Broker) bool {
+	n.claimMu.Lock()
+	defer n.claimMu.Unlock()
+	busy := n.exclusiveWaiting
+	for _, b := range bs {
+		busy = busy || n.claimed[b]
+	}
+	if busy {
+		var ids []string
+		for _, b := range bs {
+			ids = append(ids, fmt.Sprintf("b%d", b.ID))
+		}
+		n.record(f.Kind, "skip", fmt.Sprintf("%s under another fault", strings.Join(ids, ", ")))
+		return false
+	}
+	if n.claimed == nil {
+		n.claimed = map[*Broker]bool{}
+	}
+	for _, b := range bs {
+		n.claimed[b] = true
+	}
+	return true
+}
+
+// claimAll waits (bounded by ctx) until no fault holds a broker and claims
+// them all, for a fault that acts on the whole cluster.
+func (n *Nemesis) claimAll(ctx context.Context) bool {
+	n.claimMu.Lock()
+	n.exclusiveWaiting = true
+	n.claimMu.Unlock()
+	defer func() {
+		n.claimMu.Lock()
+		n.exclusiveWaiting = false
+		n.claimMu.Unlock()
+	}()
+	for {
+		n.claimMu.Lock()
+		if len(n.claimed) == 0 {
+			n.claimed = map[*Broker]bool{}
+			for _, b := range n.C.Brokers {
+				n.claimed[b] = true
+			}
+			n.claimMu.Unlock()
+			return true
+		}
+		n.claimMu.Unlock()
+		sleepCtx(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+}
+
+// release ends the claims of bs (every broker when bs is empty).
+func (n *Nemesis) release(bs ...*Broker) {
+	n.claimMu.Lock()
+	defer n.claimMu.Unlock()
+	if len(bs) == 0 {
+		bs = n.C.Brokers
+	}
+	for _, b := range bs {
+		delete(n.claimed, b)
+	}
 }
 
 func (n *Nemesis) logf(format string, args ...any) {
@@ -191,7 +278,7 @@ func (n *Nemesis) random(except *Broker) *Broker {
 	if len(live) == 0 {
 		return n.C.Brokers[0]
 	}
-	return live[n.Rand.IntN(len(live))]
+	return live[n.intN(len(live))]
 }
 
 // cutFromBrokers partitions b from every other broker, both ways.
@@ -200,6 +287,16 @@ func (n *Nemesis) cutFromBrokers(b *Broker) {
 	for _, o := range n.C.Brokers {
 		if o != b {
 			o.Proxy.Cut(fmt.Sprintf("b%d", b.ID))
+		}
+	}
+}
+
+// healFromBrokers undoes cutFromBrokers.
+func (n *Nemesis) healFromBrokers(b *Broker) {
+	b.Proxy.HealFrom(n.others(b)...)
+	for _, o := range n.C.Brokers {
+		if o != b {
+			o.Proxy.HealFrom(fmt.Sprintf("b%d", b.ID))
 		}
 	}
 }
@@ -216,13 +313,40 @@ func (n *Nemesis) others(b *Broker) []string {
 
 // Run applies the faults in order, each healed before the next.
 func (n *Nemesis) Run(ctx context.Context, faults []Fault) {
-	for _, f := range faults {
-		sleepCtx(ctx, f.Gap)
-		if ctx.Err() != nil {
-			return
+	n.RunStreams(ctx, faults, 1)
+}
+
+// RunStreams applies the faults in order from streams goroutines at once,
+// so up to streams faults overlap (kverify long --overlap): each takes
+// the next fault, waits its gap and applies it. A fault whose brokers
+// another holds is skipped; one that acts on the whole cluster (a
+// ZooKeeper restart, a topic re-creation, a reassignment) waits for the
+// others to end and runs alone.
+func (n *Nemesis) RunStreams(ctx context.Context, faults []Fault, streams int) {
+	next := make(chan Fault)
+	go func() {
+		defer close(next)
+		for _, f := range faults {
+			select {
+			case next <- f:
+			case <-ctx.Done():
+				return
+			}
 		}
-		n.apply(ctx, f)
+	}()
+	var wg sync.WaitGroup
+	for range max(streams, 1) {
+		wg.Go(func() {
+			for f := range next {
+				sleepCtx(ctx, f.Gap)
+				if ctx.Err() != nil {
+					continue // drain: the feeder stops at ctx's end
+				}
+				n.apply(ctx, f)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // restart starts a killed broker again. A broker refuses to start while
@@ -279,6 +403,10 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 				b = n.C.Broker(id)
 			}
 		}
+		if !n.claim(f, b) {
+			return
+		}
+		defer n.release(b)
 		n.record(f.Kind, "start", fmt.Sprintf("kill -9 b%d (partition %d) for %v", b.ID, f.Partition, f.Duration))
 		b.Kill()
 		sleepCtx(ctx, f.Duration)
@@ -289,6 +417,10 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 		if f.Kind == PauseShort {
 			b = n.random(nil)
 		}
+		if !n.claim(f, b) {
+			return
+		}
+		defer n.release(b)
 		n.record(f.Kind, "start", fmt.Sprintf("SIGSTOP b%d for %v", b.ID, f.Duration))
 		b.Pause()
 		sleepCtx(ctx, f.Duration)
@@ -297,22 +429,34 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 	case PartitionBrokers:
 		a := n.random(nil)
 		b := n.random(a)
+		if !n.claim(f, a, b) {
+			return
+		}
+		defer n.release(a, b)
 		n.record(f.Kind, "start", fmt.Sprintf("cut b%d <-> b%d for %v", a.ID, b.ID, f.Duration))
 		a.Proxy.Cut(fmt.Sprintf("b%d", b.ID))
 		b.Proxy.Cut(fmt.Sprintf("b%d", a.ID))
 		sleepCtx(ctx, f.Duration)
-		a.Proxy.Heal()
-		b.Proxy.Heal()
+		a.Proxy.HealFrom(fmt.Sprintf("b%d", b.ID))
+		b.Proxy.HealFrom(fmt.Sprintf("b%d", a.ID))
 		n.record(f.Kind, "end", "healed")
 	case IsolateLeader:
 		l := n.leader(f.Partition)
+		if !n.claim(f, l) {
+			return
+		}
+		defer n.release(l)
 		n.record(f.Kind, "start", fmt.Sprintf("cut b%d (leader of %d) <-> all brokers for %v", l.ID, f.Partition, f.Duration))
 		n.cutFromBrokers(l)
 		sleepCtx(ctx, f.Duration)
-		n.C.HealAll()
+		n.healFromBrokers(l)
 		n.record(f.Kind, "end", "healed")
 	case IsolateLeaderKill:
 		l := n.leader(f.Partition)
+		if !n.claim(f, l) {
+			return
+		}
+		defer n.release(l)
 		n.record(f.Kind, "start", fmt.Sprintf("brokers cannot reach b%d (leader of %d) for %v, then kill -9 b%d", l.ID, f.Partition, f.Duration, l.ID))
 		l.Proxy.Cut(n.others(l)...)
 		sleepCtx(ctx, f.Duration)
@@ -320,7 +464,7 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 			n.record(f.Kind, "kill", fmt.Sprintf("kill -9 b%d; partition %d state before: leader %d epoch %d ISR %v", l.ID, f.Partition, s.Leader, s.LeaderEpoch, s.ISR))
 		}
 		l.Kill()
-		l.Proxy.Heal()
+		l.Proxy.HealFrom(n.others(l)...)
 		// Long enough for the session to expire and a new leader (unclean,
 		// if allowed) to take over.
 		sleepCtx(ctx, n.C.cfg.SessionTimeout*2+time.Second)
@@ -334,12 +478,20 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 		if f.Kind == PartitionZKShort {
 			b = n.random(nil)
 		}
+		if !n.claim(f, b) {
+			return
+		}
+		defer n.release(b)
 		n.record(f.Kind, "start", fmt.Sprintf("cut b%d <-> ZooKeeper for %v", b.ID, f.Duration))
 		b.ZKProxy.Cut("*")
 		sleepCtx(ctx, f.Duration)
 		b.ZKProxy.Heal()
 		n.record(f.Kind, "end", "healed")
 	case RestartZK:
+		if !n.claimAll(ctx) {
+			return
+		}
+		defer n.release()
 		n.record(f.Kind, "start", fmt.Sprintf("kill -9 ZooKeeper, down %v", f.Duration))
 		if err := n.C.ZK.Restart(f.Duration); err != nil {
 			n.logf("restart ZooKeeper: %v", err)
@@ -347,16 +499,28 @@ func (n *Nemesis) apply(ctx context.Context, f Fault) {
 		n.record(f.Kind, "end", "ZooKeeper serving")
 	case PartitionClients:
 		b := n.leader(f.Partition)
+		if !n.claim(f, b) {
+			return
+		}
+		defer n.release(b)
 		n.record(f.Kind, "start", fmt.Sprintf("cut clients -> b%d for %v", b.ID, f.Duration))
 		b.Proxy.Cut("client")
 		sleepCtx(ctx, f.Duration)
-		b.Proxy.Heal()
+		b.Proxy.HealFrom("client")
 		n.record(f.Kind, "end", "healed")
 	case DiskFull:
 		n.diskFull(ctx, f)
 	case RecreateTopic, RecreateTopicPaused:
+		if !n.claimAll(ctx) {
+			return
+		}
+		defer n.release()
 		n.recreate(ctx, f)
 	case Reassign:
+		if !n.claimAll(ctx) {
+			return
+		}
+		defer n.release()
 		n.reassign(ctx, f)
 	}
 }
@@ -373,6 +537,10 @@ const diskFullStop = 20 * time.Second
 // the filler is deleted and the broker restarted on its logs.
 func (n *Nemesis) diskFull(ctx context.Context, f Fault) {
 	b := n.leader(f.Partition)
+	if !n.claim(f, b) {
+		return
+	}
+	defer n.release(b)
 	if !b.Tmpfs {
 		n.record(f.Kind, "skip", fmt.Sprintf("b%d's log dir is not a tmpfs of its own: fault disabled (%v)", b.ID, n.C.TmpfsErr))
 		return

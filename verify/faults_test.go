@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -64,5 +66,66 @@ func TestSchedulesDrawOnlyTheKindsAsked(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{IsolateLeaderKill, PauseLong}; !slices.Equal(got, want) {
 		t.Fatalf("short schedule %v, want each of %v once", got, want)
+	}
+}
+
+// Overlapping faults (RunStreams) claim the brokers they act on: a fault
+// whose broker another holds is skipped (and recorded so); a cluster-wide
+// fault waits until every claim is released and holds all brokers, and
+// no fault claims one while it waits.
+func TestNemesisClaims(t *testing.T) {
+	b1, b2, b3 := &Broker{ID: 1}, &Broker{ID: 2}, &Broker{ID: 3}
+	n := &Nemesis{C: &Cluster{Brokers: []*Broker{b1, b2, b3}}, Rec: NewRecorder(time.Now(), nil)}
+	kill := Fault{Kind: KillLeader}
+	if !n.claim(kill, b1) {
+		t.Fatal("first claim of b1 refused")
+	}
+	if n.claim(Fault{Kind: PauseLong}, b1) {
+		t.Fatal("b1 claimed twice")
+	}
+	if !n.claim(Fault{Kind: PartitionClients}, b2) {
+		t.Fatal("b2 refused while only b1 is held")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan bool, 1)
+	go func() { got <- n.claimAll(ctx) }()
+	// While the cluster-wide fault waits, a free broker is refused too.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.claimMu.Lock()
+		waiting := n.exclusiveWaiting
+		n.claimMu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("claimAll never waited")
+		}
+		runtime.Gosched()
+	}
+	if n.claim(Fault{Kind: PauseShort}, b3) {
+		t.Fatal("b3 claimed while a cluster-wide fault waits")
+	}
+	n.release(b1)
+	n.release(b2)
+	if !<-got {
+		t.Fatal("claimAll failed once every broker was free")
+	}
+	if n.claim(kill, b3) {
+		t.Fatal("b3 claimed while a cluster-wide fault holds every broker")
+	}
+	n.release()
+	if !n.claim(kill, b3) {
+		t.Fatal("b3 refused after the cluster-wide fault ended")
+	}
+	skips := 0
+	for _, e := range n.Rec.Events() {
+		if e.Kind == KindFault && e.Phase == "skip" {
+			skips++
+		}
+	}
+	if skips != 3 {
+		t.Fatalf("%d skips recorded, want 3", skips)
 	}
 }

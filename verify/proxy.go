@@ -95,6 +95,23 @@ func (p *Proxy) Heal() {
 	}
 }
 
+// HealFrom lifts the cuts of the given sources only (another fault's cuts
+// of other sources stay); their black-holed connections are closed so
+// their peers reconnect.
+func (p *Proxy) HealFrom(sources ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range sources {
+		delete(p.cut, s)
+	}
+	for l := range p.links {
+		if l.server == nil && !p.isCutLocked(l.src) {
+			l.close()
+			delete(p.links, l)
+		}
+	}
+}
+
 // Close stops listening and closes every connection.
 func (p *Proxy) Close() {
 	p.mu.Lock()

@@ -130,7 +130,7 @@ func (n *Nemesis) recreate(ctx context.Context, f Fault) {
 		n.record(f.Kind, "skip", fmt.Sprintf("no live broker other than the controller b%d", ctrl))
 		return
 	}
-	b := candidates[n.Rand.IntN(len(candidates))]
+	b := candidates[n.intN(len(candidates))]
 	var seeds []string
 	var followers []int32
 	for _, o := range n.C.Brokers {
@@ -139,7 +139,9 @@ func (n *Nemesis) recreate(ctx context.Context, f Fault) {
 			seeds = append(seeds, o.Addr())
 		}
 	}
+	n.randMu.Lock()
 	n.Rand.Shuffle(len(followers), func(i, j int) { followers[i], followers[j] = followers[j], followers[i] })
+	n.randMu.Unlock()
 	followers = followers[:min(len(followers), 2)]
 	assignment := make([][]int32, g.Partitions)
 	for p := range assignment {

@@ -25,7 +25,11 @@ type Options struct {
 	Mode     string // "short" or "long"
 	Seed     uint64
 	Duration time.Duration // long mode: how long faults run
-	Unsafe   bool          // min.insync.replicas=1, unclean election, the isolate-then-kill fault
+	// Overlap is how many faults may run at once (long mode; 0 or 1:
+	// one at a time). Each holds the brokers it acts on, so overlapping
+	// faults act on different brokers (Nemesis.RunStreams).
+	Overlap int
+	Unsafe  bool // min.insync.replicas=1, unclean election, the isolate-then-kill fault
 	// Txn runs the transactional workload (txn_workload.go) instead of the
 	// plain one, under the same faults except the topic re-creations.
 	Txn bool
@@ -176,7 +180,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	case o.Unsafe:
 		faults = UnsafeSchedule(timing)
 	case o.Mode == "long":
-		faults = LongSchedule(o.Seed, timing, o.Partitions, o.Duration, o.Faults)
+		// Overlapping streams go through the schedule that much
+		// faster: it is drawn for Duration times Overlap.
+		faults = LongSchedule(o.Seed, timing, o.Partitions, o.Duration*time.Duration(max(o.Overlap, 1)), o.Faults)
 	default:
 		faults = ShortSchedule(o.Seed, timing, o.Partitions, o.Faults)
 	}
@@ -340,7 +346,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	nem := &Nemesis{C: c, ZK: zv, Rec: rec, Topic: topic, Recreate: recreate, Rand: rand.New(rand.NewPCG(o.Seed, 0x6e656d)), Logf: logf}
-	nem.Run(ctx, faults)
+	if o.Overlap > 1 {
+		phase(fmt.Sprintf("faults in %d overlapping streams", o.Overlap))
+	}
+	nem.RunStreams(ctx, faults, o.Overlap)
 	nem.HealEverything(ctx)
 	phase("healed")
 	// Keep writing a little after healing: availability must come back.

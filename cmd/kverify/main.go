@@ -3,7 +3,7 @@
 // proxies) and checks the recorded history. See package verify.
 //
 //	kverify short [--seed N] [--unsafe] [--txn] [--compact] [--expect-anomaly NAME] [--log-dir-tmpfs MiB] [--security sasl_ssl [--sasl-mechanism PLAIN]]
-//	kverify long --duration 10m --seed N [--unsafe] [--txn] [--compact] [--security sasl_ssl]
+//	kverify long --duration 10m --seed N [--overlap 2] [--unsafe] [--txn] [--compact] [--security sasl_ssl]
 //	kverify check HISTORY.jsonl
 //
 // A plain run (neither --unsafe nor --txn) also writes keyed records and
@@ -55,6 +55,7 @@ func main() {
 	unsafe := fs.Bool("unsafe", false, "min.insync.replicas=1, unclean leader election, leader isolated from its followers then killed: must show lost-write")
 	txn := fs.Bool("txn", false, "transactional workload: transactional producers (commit or abort), read_committed consumers, a consume-transform-produce loop; checks aborted-read, intermediate-read, lost-committed-write, duplicate, read-past-lso")
 	compact := fs.Bool("compact", false, "compacted topic workload alone, faults aimed at its leaders: keyed writes and tombstones on a cleanup.policy=compact topic cleaned every second; checks lost-latest-value, resurrected-key, reordered-key, tombstone-retained (plain runs have it beside their workload)")
+	overlap := fs.Int("overlap", 1, "long mode: faults at once (each on brokers no other holds; ZooKeeper restarts, re-creations and reassignments run alone)")
 	faultList := fs.String("faults", "", "only these fault kinds, comma-separated (default: every kind): "+strings.Join(verify.AllFaults, ", "))
 	expect := fs.String("expect-anomaly", "", "invert the verdict: exit 0 only if this anomaly (e.g. lost-write) was found")
 	dir := fs.String("dir", "", "working directory (default: a new temporary directory, kept)")
@@ -108,7 +109,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Unsafe: *unsafe, Txn: *txn, Compact: *compact, Faults: kinds, Dir: *dir, Bin: *bin,
+	if *overlap < 1 || (*overlap > 1 && mode != "long") {
+		fmt.Fprintln(os.Stderr, "kverify: --overlap takes a count of at least 1, and more than 1 in long mode only")
+		os.Exit(2)
+	}
+	o := verify.Options{Mode: mode, Seed: *seed, Duration: *duration, Overlap: *overlap, Unsafe: *unsafe, Txn: *txn, Compact: *compact, Faults: kinds, Dir: *dir, Bin: *bin,
 		Brokers: *brokers, Partitions: int32(*partitions), TmpfsSize: *tmpfs << 20, Security: *security, SASLMechanism: *mechanism}
 	if *tmpfs <= 0 {
 		o.TmpfsSize = -1

@@ -705,8 +705,12 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nhistory: %s\n", r.HistoryPath)
 	if o.Mode != "check" {
-		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s%s%s\n", o.Mode, o.Seed,
-			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], map[bool]string{true: " --compact"}[o.Compact], durationFlag(o), securityFlags(o))
+		overlap := ""
+		if o.Overlap > 1 {
+			overlap = fmt.Sprintf(" --overlap %d", o.Overlap)
+		}
+		fmt.Fprintf(w, "replay:  go run ./cmd/kverify %s --seed %d%s%s%s%s%s%s\n", o.Mode, o.Seed,
+			map[bool]string{true: " --unsafe"}[o.Unsafe], map[bool]string{true: " --txn"}[o.Txn], map[bool]string{true: " --compact"}[o.Compact], durationFlag(o), overlap, securityFlags(o))
 	}
 }
 

@@ -44,15 +44,7 @@ func TestShareGroupReadCommitted(t *testing.T) {
 	for i := range 10 {
 		v := fmt.Sprintf("txn%d", i)
 		commit := (i+1)%5 != 0
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
-			t.Fatalf("produce %s: %v", v, err)
-		}
-		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatalf("end transaction %d: %v", i, err)
-		}
+		oneTxn(ctx, t, tx, commit, &kgo.Record{Value: []byte(v)})
 		all = append(all, v)
 		if commit {
 			committed = append(committed, v)
@@ -98,15 +90,7 @@ func TestShareGroupReadCommitted(t *testing.T) {
 		t.Fatalf("share.isolation.level=read_committed: %v", kerr.ErrorForCode(code))
 	}
 	for _, commit := range []bool{false, true} {
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("late-commit=%v", commit))}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
+		oneTxn(ctx, t, tx, commit, &kgo.Record{Value: []byte(fmt.Sprintf("late-commit=%v", commit))})
 	}
 	ru = b.Client(t, kgo.ShareGroup(uncommittedGroup), kgo.ConsumeTopics(topic))
 	if got := pollShareValues(ctx, t, ru, nil, 1); !slices.Equal(got, []string{"late-commit=true"}) {
@@ -208,25 +192,18 @@ func TestShareGroupReadCommittedLongAbort(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	tx := b.Client(t, kgo.TransactionalID("share-long-abort"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(60*time.Second))
 	for _, commit := range []bool{false, true} {
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
 		n := 1
 		if !commit {
 			n = 30 // 3 MiB: three times the fetch's MaxBytes
 		}
+		var recs []*kgo.Record
 		for i := range n {
 			v := make([]byte, 100<<10) // random: compression must not shrink it
 			_, _ = crand.Read(v)
 			copy(v, fmt.Sprintf("commit=%v-%d", commit, i))
-			tx.Produce(ctx, &kgo.Record{Value: v}, nil)
+			recs = append(recs, &kgo.Record{Value: v})
 		}
-		if err := tx.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
+		oneTxn(ctx, t, tx, commit, recs...)
 	}
 	m := newShareRaw(t, admin, group, "m", topic)
 	start := time.Now()

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,26 +28,35 @@ func txnProduce(t *testing.T, seeds []string, txnID, topic string, n, perTxn int
 	ctx := testContext(t, 60*time.Second)
 	var committed []string
 	for i := 0; i < n; i++ {
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatalf("begin %d: %v", i, err)
-		}
 		var vals []string
+		var recs []*kgo.Record
 		for j := 0; j < perTxn; j++ {
 			v := fmt.Sprintf("%s-%d-%d", txnID, i, j)
 			vals = append(vals, v)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatalf("produce in transaction %d: %v", i, err)
-			}
+			recs = append(recs, &kgo.Record{Key: []byte(v), Value: []byte(v)})
 		}
 		commit := i%2 == 0
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatalf("end transaction %d (commit %v): %v", i, commit, err)
-		}
+		oneTxn(ctx, t, cl, commit, recs...)
 		if commit {
 			committed = append(committed, vals...)
 		}
 	}
 	return committed
+}
+
+// oneTxn writes recs with the transactional client tx in one transaction,
+// then commits or aborts it.
+func oneTxn(ctx context.Context, t *testing.T, tx *kgo.Client, commit bool, recs ...*kgo.Record) {
+	t.Helper()
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatalf("begin a transaction: %v", err)
+	}
+	if err := tx.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce in a transaction: %v", err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatalf("end a transaction (commit %v): %v", commit, err)
+	}
 }
 
 // consumeValues reads topic from the start at the given isolation level

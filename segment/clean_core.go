@@ -132,8 +132,12 @@ func (m *offsetMap) get(key []byte) int64 {
 type AbortedRanges map[int64][]AbortedTxn
 
 // NewAbortedRanges indexes txns (a read's or the cleaned range's aborted
-// transactions) by producer.
+// transactions) by producer; none gives a nil index (no allocation for
+// every read_uncommitted share fetch), which answers like an empty one.
 func NewAbortedRanges(txns []AbortedTxn) AbortedRanges {
+	if len(txns) == 0 {
+		return nil
+	}
 	r := AbortedRanges{}
 	for _, t := range txns {
 		r[t.ProducerID] = append(r[t.ProducerID], t)

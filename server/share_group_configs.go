@@ -79,17 +79,26 @@ const byDurationPrefix = "by_duration:"
 // validator: latest, earliest, or by_duration with a duration that is
 // not negative.
 func checkShareAutoOffsetReset(v string) error {
-	if rest, ok := strings.CutPrefix(v, byDurationPrefix); ok {
-		d, err := isoduration.Parse(rest)
-		if err != nil {
-			return fmt.Errorf("must be 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>': %v", err)
-		}
-		if d < 0 {
-			return errors.New("a negative by_duration is not supported")
-		}
-		return nil
+	if _, ok, err := byDuration(v); ok {
+		return err
 	}
 	return oneOf("latest", "earliest")(v)
+}
+
+// byDuration reads a share.auto.offset.reset of the by_duration kind: ok
+// is false for another kind, err set for a malformed or negative duration.
+func byDuration(v string) (d time.Duration, ok bool, err error) {
+	rest, ok := strings.CutPrefix(v, byDurationPrefix)
+	if !ok {
+		return 0, false, nil
+	}
+	if d, err = isoduration.Parse(rest); err != nil {
+		return 0, true, fmt.Errorf("must be 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>': %v", err)
+	}
+	if d < 0 {
+		return 0, true, errors.New("a negative by_duration is not supported")
+	}
+	return d, true, nil
 }
 
 func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
@@ -278,10 +287,8 @@ func (b *Broker) shareGroupSettings(ctx context.Context, group string) (shareGro
 	}
 	reset := overrides["share.auto.offset.reset"]
 	st.earliest = reset == "earliest"
-	if rest, ok := strings.CutPrefix(reset, byDurationPrefix); ok {
-		if d, err := isoduration.Parse(rest); err == nil && d >= 0 {
-			st.byDuration, st.resetBack = true, d
-		}
+	if d, ok, err := byDuration(reset); ok && err == nil {
+		st.byDuration, st.resetBack = true, d
 	}
 	st.readCommitted = overrides["share.isolation.level"] == "read_committed"
 	if n, err := strconv.ParseInt(overrides["share.delivery.count.limit"], 10, 16); err == nil && n > 0 {

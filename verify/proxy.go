@@ -87,12 +87,7 @@ func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = map[string]bool{}
-	for l := range p.links {
-		if l.server == nil {
-			l.close()
-			delete(p.links, l)
-		}
-	}
+	p.closeHealedLocked()
 }
 
 // HealFrom lifts the cuts of the given sources only (another fault's cuts
@@ -104,6 +99,12 @@ func (p *Proxy) HealFrom(sources ...string) {
 	for _, s := range sources {
 		delete(p.cut, s)
 	}
+	p.closeHealedLocked()
+}
+
+// closeHealedLocked closes the black-holed connections whose source is no
+// longer cut, so their peers reconnect.
+func (p *Proxy) closeHealedLocked() {
 	for l := range p.links {
 		if l.server == nil && !p.isCutLocked(l.src) {
 			l.close()
